@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package clone needs to build, test and plot.
+# Each package is here on purpose:
+#   cmake ninja-build g++ clang   build (clang: libFuzzer target for the GGUF reader)
+#   libhwy-dev                    Highway: portable SIMD (AVX2/AVX-512/NEON/SVE) with dynamic dispatch
+#   libsentencepiece-dev sentencepiece  tokenizer training and the reference tokenizer in tests
+#   nlohmann-json3-dev            device profiles, traces, HTTP bodies
+#   libcli11-dev                  command-line flags, declared once with defaults and help
+#   libcpp-httplib-dev            the OpenAI-compatible HTTP server
+#   libgtest-dev libgmock-dev     unit tests
+#   libbenchmark-dev              micro-benchmarks of kernels and controllers
+#   libfuzzer-14-dev              fuzzing the GGUF reader
+#   python3-torch python3-numpy libopenblas0-pthread   independent reference implementations in tests
+#   gnuplot-nox                   plots (loss curves, timelines, Pareto fronts)
+set -euo pipefail
+pkgs=(cmake ninja-build g++ clang libhwy-dev libsentencepiece-dev sentencepiece
+      nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libgtest-dev libgmock-dev
+      libbenchmark-dev libfuzzer-14-dev python3-torch python3-numpy libopenblas0-pthread
+      gnuplot-nox)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+fi

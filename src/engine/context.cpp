@@ -1,0 +1,181 @@
+// The forward pass. Per layer: RMSNorm -> Q,K,V (written straight into the KV cache)
+// -> RoPE -> causal GQA attention -> output projection added to the residual; RMSNorm
+// -> SwiGLU FFN added to the residual. Layers with zero heads or zero FFN width skip
+// that half. LoRA experts add their low-rank products after each base matmul.
+#include "clone/engine/context.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "clone/core/error.h"
+#include "clone/kernels/ops.h"
+
+namespace clone {
+
+namespace {
+enum Slot { kQ, kK, kV, kO, kGate, kUp, kDown, kSlots };
+constexpr const char* kSlotTensor[kSlots] = {"attn_q", "attn_k", "attn_v", "attn_output",
+                                             "ffn_gate", "ffn_up", "ffn_down"};
+}  // namespace
+
+struct Context::Scratch {
+  std::vector<float> x;     // F32 [n_batch, n_embd]  residual stream
+  std::vector<float> xn;    // F32 [n_batch, n_embd]  normalized input of a half-layer
+  std::vector<float> q;     // F32 [n_batch, max n_head * dk]
+  std::vector<float> attn;  // F32 [n_batch, max n_head * dv]
+  std::vector<float> gate;  // F32 [n_batch, max n_ff]
+  std::vector<float> up;    // F32 [n_batch, max n_ff]
+  std::vector<int32_t> pos; // [n_batch]
+};
+
+Context::Context(std::shared_ptr<const Model> model, const ContextParams& p)
+    : model_(std::move(model)), s_(std::make_unique<Scratch>()) {
+  const ModelConfig& c = model_->config();
+  n_ctx_ = p.n_ctx > 0 ? p.n_ctx : std::min<int64_t>(c.n_ctx_train, 4096);
+  n_batch_ = std::max<int64_t>(1, std::min(p.n_batch, n_ctx_));
+  pool_ = std::make_unique<kernels::ThreadPool>(p.n_threads);
+  int64_t max_q = 0, max_a = 0, max_ff = 0;
+  for (const auto& l : c.layers) {
+    max_q = std::max(max_q, l.n_head * c.head_dim_k);
+    max_a = std::max(max_a, l.n_head * c.head_dim_v);
+    max_ff = std::max(max_ff, l.n_ff);
+    k_cache_.emplace_back(static_cast<size_t>(n_ctx_ * l.n_head_kv * c.head_dim_k));
+    v_cache_.emplace_back(static_cast<size_t>(n_ctx_ * l.n_head_kv * c.head_dim_v));
+  }
+  const auto nb = static_cast<size_t>(n_batch_);
+  s_->x.resize(nb * static_cast<size_t>(c.n_embd));
+  s_->xn.resize(nb * static_cast<size_t>(c.n_embd));
+  s_->q.resize(nb * static_cast<size_t>(max_q));
+  s_->attn.resize(nb * static_cast<size_t>(max_a));
+  s_->gate.resize(nb * static_cast<size_t>(max_ff));
+  s_->up.resize(nb * static_cast<size_t>(max_ff));
+  s_->pos.resize(nb);
+  lora_.assign(static_cast<size_t>(c.n_layer()),
+               std::vector<std::vector<std::pair<const LoraPair*, float>>>(kSlots));
+}
+
+Context::~Context() = default;
+
+size_t Context::state_bytes() const {
+  size_t n = 0;
+  for (size_t i = 0; i < k_cache_.size(); ++i) n += (k_cache_[i].size() + v_cache_[i].size()) * 4;
+  n += (s_->x.size() + s_->xn.size() + s_->q.size() + s_->attn.size() + s_->gate.size() +
+        s_->up.size() + logits_.size() + lora_tmp_.size()) * 4;
+  return n;
+}
+
+void Context::truncate(int64_t n) {
+  if (n < 0 || n > n_past_) fail("truncate: ", n, " is outside the cached 0..", n_past_);
+  n_past_ = n;
+}
+
+void Context::set_loras(std::vector<ActiveLora> loras) {
+  const ModelConfig& c = model_->config();
+  int64_t max_rank = 0;
+  for (auto& layer : lora_)
+    for (auto& slot : layer) slot.clear();
+  for (const auto& a : loras) {
+    if (!a.adapter) fail("set_loras: null adapter");
+    if (!std::isfinite(a.weight)) fail("set_loras: weight of '", a.adapter->name(), "' is not finite");
+    if (a.weight == 0.0f) continue;
+    max_rank = std::max(max_rank, a.adapter->rank());
+    for (int64_t il = 0; il < c.n_layer(); ++il)
+      for (int s = 0; s < kSlots; ++s)
+        if (const LoraPair* pr = a.adapter->find(layer_tensor_name(il, kSlotTensor[s])))
+          lora_[static_cast<size_t>(il)][static_cast<size_t>(s)].emplace_back(
+              pr, a.weight * a.adapter->scale());
+  }
+  lora_tmp_.assign(static_cast<size_t>(n_batch_ * max_rank), 0.0f);
+  loras_ = std::move(loras);
+}
+
+// y (+)= W x, then each active expert: y += w * (alpha / r) * B (A x).
+void Context::linear(int64_t layer, int slot, const kernels::Matrix& w, const float* x, int64_t n,
+                     float* y, bool accumulate) {
+  kernels::matmul(w, x, n, y, pool_.get(), accumulate);
+  for (const auto& [pr, scale] : lora_[static_cast<size_t>(layer)][static_cast<size_t>(slot)]) {
+    kernels::matmul(pr->a, x, n, lora_tmp_.data(), pool_.get());
+    kernels::matmul(pr->b, lora_tmp_.data(), n, y, pool_.get(), true, scale);
+  }
+}
+
+std::span<const float> Context::eval(std::span<const int32_t> tokens, bool all_logits) {
+  const ModelConfig& c = model_->config();
+  const auto n = static_cast<int64_t>(tokens.size());
+  if (n == 0) fail("eval: no tokens to evaluate");
+  if (n_past_ + n > n_ctx_)
+    fail("eval: ", n, " tokens after ", n_past_, " cached ones exceed the context of ", n_ctx_,
+         " tokens");
+  for (int32_t t : tokens)
+    if (t < 0 || t >= c.n_vocab)
+      fail("eval: token id ", t, " is outside the vocabulary of ", c.n_vocab);
+  const auto nv = static_cast<size_t>(c.n_vocab);
+  logits_.resize(all_logits ? static_cast<size_t>(n) * nv : nv);
+  for (int64_t done = 0; done < n;) {
+    const int64_t m = std::min(n_batch_, n - done);
+    const bool last = done + m == n;
+    float* out = all_logits ? logits_.data() + static_cast<size_t>(done) * nv : logits_.data();
+    eval_pass(tokens.data() + done, m, all_logits, (all_logits || last) ? out : nullptr);
+    done += m;
+  }
+  return {logits_.data(), logits_.size()};
+}
+
+void Context::eval_pass(const int32_t* tokens, int64_t n, bool all_logits, float* logits_out) {
+  const Model& m = *model_;
+  const ModelConfig& c = m.config();
+  const int64_t d = c.n_embd, dk = c.head_dim_k, dv = c.head_dim_v;
+  const auto nl = static_cast<int32_t>(c.n_layer());
+  Scratch& s = *s_;
+  float* x = s.x.data();
+  float* xn = s.xn.data();
+  const Phase phase = (n == 1 && n_past_ > 0) ? Phase::Decode : Phase::Prefill;
+
+  const size_t emb_row = dtype_row_bytes(m.token_embd.type, d);
+  for (int64_t t = 0; t < n; ++t) {
+    const auto* row = static_cast<const uint8_t*>(m.token_embd.data) +
+                      static_cast<size_t>(tokens[t]) * emb_row;
+    kernels::dequantize_row(m.token_embd.type, row, x + t * d, d);
+    s.pos[static_cast<size_t>(t)] = static_cast<int32_t>(n_past_ + t);
+  }
+
+  for (int32_t il = 0; il < nl; ++il) {
+    if (hook_) hook_(LayerEvent{phase, il, nl, n_past_, n});
+    const LayerShape& sh = c.layers[static_cast<size_t>(il)];
+    const LayerWeights& w = m.layers[static_cast<size_t>(il)];
+    if (sh.has_attention()) {
+      const int64_t kvk = sh.n_head_kv * dk, kvv = sh.n_head_kv * dv;
+      float* kc = k_cache_[static_cast<size_t>(il)].data();
+      float* vc = v_cache_[static_cast<size_t>(il)].data();
+      kernels::rmsnorm(x, w.attn_norm.data(), xn, n, d, c.rms_eps);
+      linear(il, kQ, w.wq, xn, n, s.q.data(), false);
+      linear(il, kK, w.wk, xn, n, kc + n_past_ * kvk, false);
+      linear(il, kV, w.wv, xn, n, vc + n_past_ * kvv, false);
+      kernels::rope(s.q.data(), n, sh.n_head, dk, s.pos.data(), c.rope_base);
+      kernels::rope(kc + n_past_ * kvk, n, sh.n_head_kv, dk, s.pos.data(), c.rope_base);
+      kernels::attention(s.q.data(), kc, vc, s.attn.data(), n, n_past_,
+                         {sh.n_head, sh.n_head_kv, dk, dv}, pool_.get());
+      linear(il, kO, w.wo, s.attn.data(), n, x, true);
+    }
+    if (sh.has_ffn()) {
+      kernels::rmsnorm(x, w.ffn_norm.data(), xn, n, d, c.rms_eps);
+      linear(il, kGate, w.gate, xn, n, s.gate.data(), false);
+      linear(il, kUp, w.up, xn, n, s.up.data(), false);
+      kernels::silu_mul(s.gate.data(), s.up.data(), s.gate.data(), n * sh.n_ff);
+      linear(il, kDown, w.down, s.gate.data(), n, x, true);
+    }
+  }
+  if (hook_) hook_(LayerEvent{phase, nl, nl, n_past_, n});
+  n_past_ += n;
+
+  if (!logits_out) return;
+  if (all_logits) {
+    kernels::rmsnorm(x, m.output_norm.data(), xn, n, d, c.rms_eps);
+    kernels::matmul(m.output, xn, n, logits_out, pool_.get());
+  } else {
+    kernels::rmsnorm(x + (n - 1) * d, m.output_norm.data(), xn, 1, d, c.rms_eps);
+    kernels::matmul(m.output, xn, 1, logits_out, pool_.get());
+  }
+}
+
+}  // namespace clone

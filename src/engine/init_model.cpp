@@ -1,0 +1,192 @@
+// Models with seeded random weights, for tests and benchmarks of any shape.
+#include <cmath>
+#include <cstdio>
+
+#include "clone/core/error.h"
+#include "clone/engine/model.h"
+#include "clone/engine/model_writer.h"
+#include "clone/kernels/ops.h"
+
+namespace clone {
+
+namespace {
+
+// splitmix64: fast, seedable, and the same on every platform.
+struct Rng {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  float uniform() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }  // [0,1)
+};
+
+uint64_t hash_name(const std::string& s, uint64_t seed) {
+  uint64_t h = 1469598103934665603ull ^ seed;
+  for (char ch : s) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
+  return h;
+}
+
+void add_random(GgufWriter& w, const std::string& name, int64_t rows, int64_t cols, DType type,
+                float std, uint64_t seed) {
+  Rng rng{hash_name(name, seed)};  // per-tensor stream: adding a tensor never shifts others
+  const float a = std * std::sqrt(3.0f);
+  const size_t rb = dtype_row_bytes(type, cols);
+  std::vector<uint8_t> data(rb * static_cast<size_t>(rows));
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : row) v = (2.0f * rng.uniform() - 1.0f) * a;
+    kernels::quantize_row(type, row.data(), data.data() + static_cast<size_t>(r) * rb, cols);
+  }
+  w.add_tensor(name, type, {cols, rows}, data.data(), data.size());
+}
+
+void add_norm(GgufWriter& w, const std::string& name, int64_t n, uint64_t seed) {
+  Rng rng{hash_name(name, seed)};
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = 0.8f + 0.4f * rng.uniform();  // near 1, not exactly: scaling is exercised
+  w.add_tensor(name, DType::F32, {n}, v.data(), v.size() * 4);
+}
+
+void synth_vocab(int64_t n, GgufWriter& w) {
+  if (n < 259 + 1) fail("init-model: a generated vocabulary needs at least 260 tokens, got ", n);
+  std::vector<std::string> toks{"<unk>", "<s>", "</s>"};
+  std::vector<double> scores{0, 0, 0};
+  std::vector<int64_t> types{2, 3, 3};
+  char buf[16];
+  for (int b = 0; b < 256; ++b) {
+    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+    toks.emplace_back(buf);
+    scores.push_back(0);
+    types.push_back(6);
+  }
+  for (int64_t i = 259; i < n; ++i) {
+    toks.push_back("\xe2\x96\x81w" + std::to_string(i));
+    scores.push_back(-static_cast<double>(i));
+    types.push_back(1);
+  }
+  w.set("tokenizer.ggml.model", GgufValue::str("llama"));
+  w.set("tokenizer.ggml.tokens", GgufValue::arr_str(std::move(toks)));
+  w.set("tokenizer.ggml.scores", GgufValue::arr_f32(std::move(scores)));
+  w.set("tokenizer.ggml.token_type", GgufValue::arr_i32(std::move(types)));
+  w.set("tokenizer.ggml.bos_token_id", GgufValue::u32(1));
+  w.set("tokenizer.ggml.eos_token_id", GgufValue::u32(2));
+  w.set("tokenizer.ggml.unknown_token_id", GgufValue::u32(0));
+}
+
+}  // namespace
+
+void write_config_metadata(const ModelConfig& c, GgufWriter& w) {
+  c.validate();
+  const bool uni = c.uniform();
+  const std::string a = uni ? "llama" : "deci";
+  const std::string p = a + ".";
+  w.set("general.architecture", GgufValue::str(a));
+  w.set("general.type", GgufValue::str("model"));
+  if (!c.name.empty()) w.set("general.name", GgufValue::str(c.name));
+  w.set(p + "context_length", GgufValue::u32(static_cast<uint32_t>(c.n_ctx_train)));
+  w.set(p + "embedding_length", GgufValue::u32(static_cast<uint32_t>(c.n_embd)));
+  w.set(p + "block_count", GgufValue::u32(static_cast<uint32_t>(c.n_layer())));
+  if (uni) {
+    const LayerShape& l = c.layers.front();
+    w.set(p + "feed_forward_length", GgufValue::u32(static_cast<uint32_t>(l.n_ff)));
+    w.set(p + "attention.head_count", GgufValue::u32(static_cast<uint32_t>(l.n_head)));
+    w.set(p + "attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(l.n_head_kv)));
+  } else {
+    std::vector<int64_t> h, kv, ff;
+    for (const auto& l : c.layers) {
+      h.push_back(l.n_head);
+      kv.push_back(l.n_head_kv);
+      ff.push_back(l.n_ff);
+    }
+    w.set(p + "feed_forward_length", GgufValue::arr_i32(ff));
+    w.set(p + "attention.head_count", GgufValue::arr_i32(h));
+    w.set(p + "attention.head_count_kv", GgufValue::arr_i32(kv));
+  }
+  w.set(p + "attention.key_length", GgufValue::u32(static_cast<uint32_t>(c.head_dim_k)));
+  w.set(p + "attention.value_length", GgufValue::u32(static_cast<uint32_t>(c.head_dim_v)));
+  w.set(p + "rope.dimension_count", GgufValue::u32(static_cast<uint32_t>(c.head_dim_k)));
+  w.set(p + "rope.freq_base", GgufValue::f32(c.rope_base));
+  w.set(p + "attention.layer_norm_rms_epsilon", GgufValue::f32(c.rms_eps));
+  w.set(p + "vocab_size", GgufValue::u32(static_cast<uint32_t>(c.n_vocab)));
+}
+
+void init_model(const ModelConfig& c, const RandomInit& init, const GgufFile* vocab_source,
+                const std::string& path) {
+  GgufWriter w;
+  write_config_metadata(c, w);
+  // ggml's general.file_type: 0 all F32, 1 mostly F16, 2 mostly Q4_0, 7 mostly Q8_0
+  const uint32_t ft = init.type == DType::F32 ? 0 : init.type == DType::F16 ? 1 : init.type == DType::Q4_0 ? 2 : 7;
+  w.set("general.file_type", GgufValue::u32(ft));
+  if (vocab_source) {
+    int64_t n = 0;
+    for (const auto& [k, v] : vocab_source->metadata())
+      if (k.rfind("tokenizer.", 0) == 0) {
+        w.set(k, v);
+        if (k == "tokenizer.ggml.tokens") n = static_cast<int64_t>(v.array_size());
+      }
+    if (n != c.n_vocab)
+      fail("init-model: the vocabulary from ", vocab_source->path(), " has ", n,
+           " tokens but the model's vocabulary size is ", c.n_vocab);
+  } else {
+    synth_vocab(c.n_vocab, w);
+  }
+  const float s = init.std;
+  const int64_t d = c.n_embd, dk = c.head_dim_k, dv = c.head_dim_v;
+  add_random(w, "token_embd.weight", c.n_vocab, d, init.type, s, init.seed);
+  for (int64_t i = 0; i < c.n_layer(); ++i) {
+    const LayerShape& l = c.layers[static_cast<size_t>(i)];
+    if (l.has_attention()) {
+      add_norm(w, layer_tensor_name(i, "attn_norm"), d, init.seed);
+      add_random(w, layer_tensor_name(i, "attn_q"), l.n_head * dk, d, init.type, s, init.seed);
+      add_random(w, layer_tensor_name(i, "attn_k"), l.n_head_kv * dk, d, init.type, s, init.seed);
+      add_random(w, layer_tensor_name(i, "attn_v"), l.n_head_kv * dv, d, init.type, s, init.seed);
+      add_random(w, layer_tensor_name(i, "attn_output"), d, l.n_head * dv, init.type, s, init.seed);
+    }
+    if (l.has_ffn()) {
+      add_norm(w, layer_tensor_name(i, "ffn_norm"), d, init.seed);
+      add_random(w, layer_tensor_name(i, "ffn_gate"), l.n_ff, d, init.type, s, init.seed);
+      add_random(w, layer_tensor_name(i, "ffn_up"), l.n_ff, d, init.type, s, init.seed);
+      add_random(w, layer_tensor_name(i, "ffn_down"), d, l.n_ff, init.type, s, init.seed);
+    }
+  }
+  add_norm(w, "output_norm.weight", d, init.seed);
+  if (!c.tied_output) add_random(w, "output.weight", c.n_vocab, d, init.type, s, init.seed);
+  w.write(path);
+}
+
+void quantize_model(const GgufFile& in, DType type, const std::string& path) {
+  GgufWriter w;
+  for (const auto& [k, v] : in.metadata())
+    if (k != "general.alignment") w.set(k, v);
+  w.set("general.file_type",
+        GgufValue::u32(type == DType::F32 ? 0 : type == DType::F16 ? 1 : type == DType::Q4_0 ? 2 : 7));
+  std::vector<float> row;
+  for (const auto& t : in.tensors()) {
+    const bool matrix = t.ne.size() == 2 && t.name.ends_with(".weight");
+    if (!matrix || t.type == type) {
+      w.add_tensor(t.name, t.type, t.ne, in.tensor_data(t), t.nbytes);
+      continue;
+    }
+    if (t.type != DType::F32 && t.type != DType::F16)
+      fail("quantize: tensor '", t.name, "' is already ", dtype_name(t.type),
+           "; quantize from an f32 or f16 model");
+    const int64_t cols = t.ne[0], rows = t.ne[1];
+    if (cols % dtype_block_size(type) != 0)
+      fail("quantize: tensor '", t.name, "' has rows of ", cols, " values, not a multiple of ",
+           dtype_block_size(type), " as ", dtype_name(type), " needs");
+    row.resize(static_cast<size_t>(cols));
+    const size_t ib = dtype_row_bytes(t.type, cols), ob = dtype_row_bytes(type, cols);
+    std::vector<uint8_t> out(ob * static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      kernels::dequantize_row(t.type, in.tensor_data(t) + static_cast<size_t>(r) * ib, row.data(), cols);
+      kernels::quantize_row(type, row.data(), out.data() + static_cast<size_t>(r) * ob, cols);
+    }
+    w.add_tensor(t.name, type, t.ne, out.data(), out.size());
+  }
+  w.write(path);
+}
+
+}  // namespace clone
