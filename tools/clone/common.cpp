@@ -1,0 +1,70 @@
+#include "common.h"
+
+#include <cctype>
+#include <fstream>
+#include <sstream>
+
+#include "clone/core/error.h"
+
+namespace clone::cli {
+
+std::vector<ActiveLora> load_loras(const std::vector<std::string>& specs, const Model& model) {
+  std::vector<ActiveLora> out;
+  for (const auto& spec : specs) {
+    std::string path = spec;
+    float w = 1.0f;
+    const auto colon = spec.rfind(':');
+    if (colon != std::string::npos && colon + 1 < spec.size()) {
+      const std::string tail = spec.substr(colon + 1);
+      char* end = nullptr;
+      const float v = std::strtof(tail.c_str(), &end);
+      if (end && *end == '\0') {
+        path = spec.substr(0, colon);
+        w = v;
+      }
+    }
+    out.push_back({LoraAdapter::load(path, model), w});
+  }
+  return out;
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, ": cannot open");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<int32_t> read_ids_file(const std::string& path) {
+  const std::string s = read_text_file(path);
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < s.size()) {
+    const char c = s[i];
+    if (std::isdigit(static_cast<unsigned char>(c))) {
+      long long v = 0;
+      while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
+        v = v * 10 + (s[i] - '0');
+        if (v > 0x7fffffff) fail(path, ": token id too large at byte ", i);
+        ++i;
+      }
+      ids.push_back(static_cast<int32_t>(v));
+    } else if (c == '[' || c == ']' || c == ',' || std::isspace(static_cast<unsigned char>(c))) {
+      ++i;
+    } else {
+      fail(path, ": unexpected character '", c, "' at byte ", i, " in a token id list");
+    }
+  }
+  return ids;
+}
+
+size_t peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+
+}  // namespace clone::cli

@@ -1,0 +1,28 @@
+// Pieces several subcommands share: LoRA specs, token-id files, timing.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "clone/engine/lora.h"
+#include "clone/engine/model.h"
+
+namespace clone::cli {
+
+// "path" or "path:weight" (weight defaults to 1).
+std::vector<ActiveLora> load_loras(const std::vector<std::string>& specs, const Model& model);
+
+// Token ids as a JSON-style list "[1, 2, 3]" or whitespace/comma separated numbers.
+std::vector<int32_t> read_ids_file(const std::string& path);
+
+std::string read_text_file(const std::string& path);
+
+inline double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Peak resident set size of this process in bytes (from /proc/self/status VmHWM).
+size_t peak_rss_bytes();
+
+}  // namespace clone::cli
