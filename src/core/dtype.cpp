@@ -6,7 +6,7 @@
 
 #include "clone/core/error.h"
 
-namespace clone {
+namespace cln {
 
 std::string_view dtype_name(DType t) {
   switch (t) {
@@ -99,4 +99,4 @@ uint16_t fp32_to_fp16(float f) {
   return static_cast<uint16_t>(sign | r);
 }
 
-}  // namespace clone
+}  // namespace cln

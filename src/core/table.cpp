@@ -7,7 +7,7 @@
 
 #include "clone/core/error.h"
 
-namespace clone {
+namespace cln {
 
 namespace {
 std::string cell_text(const Table::Cell& c, int precision, bool full) {
@@ -16,8 +16,10 @@ std::string cell_text(const Table::Cell& c, int precision, bool full) {
   const double d = std::get<double>(c);
   if (!std::isfinite(d)) return std::isnan(d) ? "nan" : (d > 0 ? "inf" : "-inf");
   char buf[64];
-  std::snprintf(buf, sizeof buf, full ? "%.9g" : "%.*f", precision, d);
-  if (full) std::snprintf(buf, sizeof buf, "%.9g", d);
+  if (full)
+    std::snprintf(buf, sizeof buf, "%.9g", d);
+  else
+    std::snprintf(buf, sizeof buf, "%.*f", precision, d);
   return buf;
 }
 
@@ -127,4 +129,4 @@ void Table::write(const std::string& path) const {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) fail(path, ": cannot rename into place");
 }
 
-}  // namespace clone
+}  // namespace cln

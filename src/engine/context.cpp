@@ -10,7 +10,7 @@
 #include "clone/core/error.h"
 #include "clone/kernels/ops.h"
 
-namespace clone {
+namespace cln {
 
 namespace {
 enum Slot { kQ, kK, kV, kO, kGate, kUp, kDown, kSlots };
@@ -178,4 +178,4 @@ void Context::eval_pass(const int32_t* tokens, int64_t n, bool all_logits, float
   }
 }
 
-}  // namespace clone
+}  // namespace cln

@@ -7,7 +7,7 @@
 #include "clone/engine/model_writer.h"
 #include "clone/kernels/ops.h"
 
-namespace clone {
+namespace cln {
 
 namespace {
 
@@ -189,4 +189,4 @@ void quantize_model(const GgufFile& in, DType type, const std::string& path) {
   w.write(path);
 }
 
-}  // namespace clone
+}  // namespace cln

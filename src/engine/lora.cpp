@@ -6,7 +6,7 @@
 
 #include "clone/core/error.h"
 
-namespace clone {
+namespace cln {
 
 namespace {
 const char* kTargets[] = {"attn_q", "attn_k", "attn_v", "attn_output",
@@ -76,6 +76,24 @@ const LoraPair* LoraAdapter::find(const std::string& base_tensor) const {
   return it == pairs_.end() ? nullptr : &it->second;
 }
 
+void write_lora_adapter(const std::string& path, const std::string& name, float alpha,
+                        const std::vector<LoraTensorData>& tensors, const std::string& arch) {
+  GgufWriter w;
+  w.set("general.architecture", GgufValue::str(arch));
+  w.set("general.type", GgufValue::str("adapter"));
+  w.set("general.name", GgufValue::str(name));
+  w.set("adapter.type", GgufValue::str("lora"));
+  w.set("adapter.lora.alpha", GgufValue::f32(alpha));
+  for (const auto& t : tensors) {
+    if (t.a.size() != static_cast<size_t>(t.rank * t.in) || t.b.size() != static_cast<size_t>(t.out * t.rank))
+      fail("write_lora_adapter: '", t.base, "' A/B sizes do not match rank ", t.rank, ", in ", t.in,
+           ", out ", t.out);
+    w.add_tensor(t.base + ".lora_a", DType::F32, {t.in, t.rank}, t.a.data(), t.a.size() * 4);
+    w.add_tensor(t.base + ".lora_b", DType::F32, {t.rank, t.out}, t.b.data(), t.b.size() * 4);
+  }
+  w.write(path);
+}
+
 void merge_lora(const Model& model, const std::vector<ActiveLora>& loras, const std::string& out_path) {
   const GgufFile& f = model.gguf();
   GgufWriter w;
@@ -117,4 +135,4 @@ void merge_lora(const Model& model, const std::vector<ActiveLora>& loras, const 
   w.write(out_path);
 }
 
-}  // namespace clone
+}  // namespace cln

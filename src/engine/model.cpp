@@ -6,7 +6,7 @@
 
 #include "clone/core/error.h"
 
-namespace clone {
+namespace cln {
 
 std::string layer_tensor_name(int64_t layer, const char* what) {
   return "blk." + std::to_string(layer) + "." + what + ".weight";
@@ -107,4 +107,4 @@ size_t Model::weight_bytes() const {
   return n;
 }
 
-}  // namespace clone
+}  // namespace cln

@@ -3,7 +3,7 @@
 #include "clone/core/error.h"
 #include "clone/gguf/gguf.h"
 
-namespace clone {
+namespace cln {
 
 bool ModelConfig::uniform() const {
   for (const auto& l : layers)
@@ -97,4 +97,4 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   return c;
 }
 
-}  // namespace clone
+}  // namespace cln

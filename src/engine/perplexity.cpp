@@ -6,7 +6,7 @@
 
 #include "clone/core/error.h"
 
-namespace clone {
+namespace cln {
 
 PerplexityResult perplexity(Context& ctx, std::span<const int32_t> tokens, const PerplexityParams& p,
                             const std::function<void(int64_t, int64_t, double)>& progress) {
@@ -49,4 +49,4 @@ PerplexityResult perplexity(Context& ctx, std::span<const int32_t> tokens, const
   return r;
 }
 
-}  // namespace clone
+}  // namespace cln

@@ -5,7 +5,7 @@
 
 #include "clone/core/error.h"
 
-namespace clone {
+namespace cln {
 
 Sampler::Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) {
   if (p.temperature < 0) fail("sampler: temperature must be >= 0, got ", p.temperature);
@@ -59,4 +59,4 @@ int32_t Sampler::sample(std::span<const float> logits) {
   return cand_.back().second;
 }
 
-}  // namespace clone
+}  // namespace cln

@@ -14,7 +14,7 @@
 #include "clone/core/error.h"
 #include "clone/gguf/gguf.h"
 
-namespace clone {
+namespace cln {
 namespace {
 
 constexpr uint64_t kMaxDims = 4;  // GGML_MAX_DIMS
@@ -238,4 +238,4 @@ void GgufFile::parse_all() {
   }
 }
 
-}  // namespace clone
+}  // namespace cln

@@ -4,7 +4,7 @@
 #include "clone/core/error.h"
 #include "clone/gguf/gguf.h"
 
-namespace clone {
+namespace cln {
 
 std::string_view gguf_type_name(GgufType t) {
   switch (t) {
@@ -181,4 +181,4 @@ double GgufFile::get_float_or(std::string_view key, double def) const {
   return has(key) ? get_float(key) : def;
 }
 
-}  // namespace clone
+}  // namespace cln

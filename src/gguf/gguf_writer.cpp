@@ -9,7 +9,7 @@
 #include "clone/core/error.h"
 #include "clone/gguf/gguf.h"
 
-namespace clone {
+namespace cln {
 namespace {
 
 class Out {
@@ -143,4 +143,4 @@ void GgufWriter::write(const std::string& path, uint64_t alignment) const {
   if (ec) fail(path, ": cannot rename the temporary file into place: ", ec.message());
 }
 
-}  // namespace clone
+}  // namespace cln

@@ -6,7 +6,7 @@
 
 #include "clone/core/error.h"
 
-namespace clone::cli {
+namespace cln::cli {
 
 std::vector<ActiveLora> load_loras(const std::vector<std::string>& specs, const Model& model) {
   std::vector<ActiveLora> out;
@@ -67,4 +67,4 @@ size_t peak_rss_bytes() {
   return 0;
 }
 
-}  // namespace clone::cli
+}  // namespace cln::cli

@@ -8,7 +8,7 @@
 #include "clone/engine/lora.h"
 #include "clone/engine/model.h"
 
-namespace clone::cli {
+namespace cln::cli {
 
 // "path" or "path:weight" (weight defaults to 1).
 std::vector<ActiveLora> load_loras(const std::vector<std::string>& specs, const Model& model);
@@ -25,4 +25,4 @@ inline double now_s() {
 // Peak resident set size of this process in bytes (from /proc/self/status VmHWM).
 size_t peak_rss_bytes();
 
-}  // namespace clone::cli
+}  // namespace cln::cli

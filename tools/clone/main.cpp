@@ -1,5 +1,5 @@
 // clone: the command-line front end. Subcommands register themselves (subcommand.h);
-// every error on bad input reaches here as clone::Error and is printed, exit code 1.
+// every error on bad input reaches here as cln::Error and is printed, exit code 1.
 #include <algorithm>
 #include <cstdio>
 #include <exception>
@@ -8,19 +8,19 @@
 #include "clone/core/error.h"
 #include "subcommand.h"
 
-namespace clone::cli {
+namespace cln::cli {
 std::vector<Subcommand>& registry() {
   static std::vector<Subcommand> r;
   return r;
 }
-}  // namespace clone::cli
+}  // namespace cln::cli
 
 int main(int argc, char** argv) {
   CLI::App app{"clone: LLMs on edge devices within a latency SLO, with little energy"};
   app.require_subcommand(1);
-  auto& reg = clone::cli::registry();
+  auto& reg = cln::cli::registry();
   std::sort(reg.begin(), reg.end(), [](auto& a, auto& b) { return a.name < b.name; });
-  std::map<CLI::App*, clone::cli::Runner> runners;
+  std::map<CLI::App*, cln::cli::Runner> runners;
   for (auto& s : reg) {
     CLI::App* sub = app.add_subcommand(s.name, s.help);
     runners[sub] = s.setup(*sub);
@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   try {
     for (auto& [sub, run] : runners)
       if (sub->parsed()) return run();
-  } catch (const clone::Error& e) {
+  } catch (const cln::Error& e) {
     std::fprintf(stderr, "clone: error: %s\n", e.what());
     return 1;
   } catch (const std::exception& e) {

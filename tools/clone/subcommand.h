@@ -1,5 +1,5 @@
 // Each `clone <name>` lives in its own cmd_<name>.cpp and registers itself here:
-//   static const clone::cli::Register reg{"run", "generate text", [](CLI::App& app) {
+//   static const cln::cli::Register reg{"run", "generate text", [](CLI::App& app) {
 //     auto opts = std::make_shared<Opts>(); app.add_option(...);
 //     return [opts] { return run(*opts); };  // called after parsing; returns the exit code
 //   }};
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace clone::cli {
+namespace cln::cli {
 
 using Runner = std::function<int()>;
 using Setup = std::function<Runner(CLI::App&)>;
@@ -29,4 +29,4 @@ struct Register {
   }
 };
 
-}  // namespace clone::cli
+}  // namespace cln::cli

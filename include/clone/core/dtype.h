@@ -12,7 +12,7 @@
 #include <optional>
 #include <string_view>
 
-namespace clone {
+namespace cln {
 
 enum class DType : uint32_t {
   F32 = 0,
@@ -45,11 +45,11 @@ bool dtype_supported(uint32_t ggml_type);
 int64_t dtype_block_size(DType t);
 // Bytes per block.
 size_t dtype_block_bytes(DType t);
-// Bytes of a row of n values; throws clone::Error if n is not a multiple of the block size.
+// Bytes of a row of n values; throws cln::Error if n is not a multiple of the block size.
 size_t dtype_row_bytes(DType t, int64_t n);
 
 // IEEE half <-> float, round-to-nearest-even, with inf/nan/subnormals.
 float fp16_to_fp32(uint16_t h);
 uint16_t fp32_to_fp16(float f);
 
-}  // namespace clone
+}  // namespace cln

@@ -1,11 +1,14 @@
-// Errors: every failure on bad input throws clone::Error with a message that names
+// Errors: every failure on bad input throws cln::Error with a message that names
 // what is wrong (the file, the key or tensor, the expected and actual values).
+// The C++ namespace is `cln`, not `clone`: glibc declares a function ::clone (clone(2))
+// in <sched.h>, which every threaded program includes, and a namespace cannot share
+// that name.
 #pragma once
 
 #include <stdexcept>
 #include <string>
 
-namespace clone {
+namespace cln {
 
 class Error : public std::runtime_error {
  public:
@@ -16,14 +19,14 @@ class Error : public std::runtime_error {
 template <typename... Args>
 [[noreturn]] void fail(const Args&... args);
 
-}  // namespace clone
+}  // namespace cln
 
 #include <sstream>
-namespace clone {
+namespace cln {
 template <typename... Args>
 [[noreturn]] void fail(const Args&... args) {
   std::ostringstream os;
   (os << ... << args);
   throw Error(os.str());
 }
-}  // namespace clone
+}  // namespace cln

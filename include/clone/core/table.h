@@ -8,14 +8,14 @@
 #include <variant>
 #include <vector>
 
-namespace clone {
+namespace cln {
 
 class Table {
  public:
   using Cell = std::variant<std::string, double, long long>;
 
   explicit Table(std::vector<std::string> columns) : cols_(std::move(columns)) {}
-  // Adds a row; throws clone::Error if the number of cells differs from the columns.
+  // Adds a row; throws cln::Error if the number of cells differs from the columns.
   void add(std::vector<Cell> row);
   // Digits after the point for doubles in markdown (CSV/JSON keep full precision).
   void set_precision(int digits) { precision_ = digits; }
@@ -36,4 +36,4 @@ class Table {
   int precision_ = 2;
 };
 
-}  // namespace clone
+}  // namespace cln

@@ -12,7 +12,7 @@
 #include "clone/engine/model.h"
 #include "clone/kernels/thread_pool.h"
 
-namespace clone {
+namespace cln {
 
 struct ContextParams {
   int64_t n_ctx = 0;        // KV cache length; 0 = the model's training context
@@ -34,7 +34,7 @@ class Context {
 
   // Runs tokens at positions n_past() .. n_past() + n - 1 and appends them to the cache.
   // Returns the last token's logits [n_vocab], or every token's [n, n_vocab] when
-  // all_logits. Throws clone::Error if the cache would overflow or an id is out of range.
+  // all_logits. Throws cln::Error if the cache would overflow or an id is out of range.
   std::span<const float> eval(std::span<const int32_t> tokens, bool all_logits = false);
 
   void reset() { n_past_ = 0; }          // forget the cache
@@ -67,4 +67,4 @@ class Context {
   std::vector<float> lora_tmp_;
 };
 
-}  // namespace clone
+}  // namespace cln

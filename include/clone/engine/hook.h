@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <functional>
 
-namespace clone {
+namespace cln {
 
 enum class Phase : uint8_t { Prefill, Decode };
 
@@ -22,4 +22,4 @@ struct LayerEvent {
 
 using LayerHook = std::function<void(const LayerEvent&)>;
 
-}  // namespace clone
+}  // namespace cln

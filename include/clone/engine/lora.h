@@ -12,7 +12,7 @@
 
 #include "clone/engine/model.h"
 
-namespace clone {
+namespace cln {
 
 struct LoraPair {
   kernels::Matrix a;  // [r, in]   (GGUF ne = [in, r])
@@ -22,7 +22,7 @@ struct LoraPair {
 class LoraAdapter {
  public:
   // Checks the adapter against the model: every target names a real weight, shapes match,
-  // ranks agree. Throws clone::Error naming the mismatch.
+  // ranks agree. Throws cln::Error naming the mismatch.
   static std::shared_ptr<const LoraAdapter> load(const std::string& path, const Model& model);
 
   const std::string& name() const { return name_; }
@@ -47,8 +47,22 @@ struct ActiveLora {
   float weight = 1.0f;
 };
 
+// The F32 contents of one adapted weight, for writing adapters (training, tests).
+struct LoraTensorData {
+  std::string base;        // "blk.3.attn_q.weight"
+  int64_t out = 0, in = 0, rank = 0;
+  std::vector<float> a;    // [rank, in]
+  std::vector<float> b;    // [out, rank]
+};
+
+// Writes an adapter in llama.cpp's layout (general.type = adapter, adapter.type = lora,
+// adapter.lora.alpha, "<base>.lora_a" ne [in, r], "<base>.lora_b" ne [r, out]).
+void write_lora_adapter(const std::string& path, const std::string& name, float alpha,
+                        const std::vector<LoraTensorData>& tensors,
+                        const std::string& arch = "llama");
+
 // Writes base + sum_i w_i * scale_i * B_i A_i into a new GGUF (weights of the adapted
-// tensors become F32 unless out_type says otherwise; other tensors are copied as they are).
+// tensors become F32; other tensors are copied as they are).
 void merge_lora(const Model& model, const std::vector<ActiveLora>& loras, const std::string& out_path);
 
-}  // namespace clone
+}  // namespace cln

@@ -10,7 +10,7 @@
 #include "clone/gguf/gguf.h"
 #include "clone/kernels/ops.h"
 
-namespace clone {
+namespace cln {
 
 struct LayerWeights {
   // Matrices in GGUF orientation: rows = output features, cols = input features.
@@ -53,4 +53,4 @@ class Model {
 // Names of the per-layer tensors, shared by the loader, the writer and LoRA.
 std::string layer_tensor_name(int64_t layer, const char* what);  // "blk.<layer>.<what>.weight"
 
-}  // namespace clone
+}  // namespace cln

@@ -10,7 +10,7 @@
 
 #include "clone/core/dtype.h"
 
-namespace clone {
+namespace cln {
 
 class GgufFile;
 
@@ -40,7 +40,7 @@ struct ModelConfig {
   int64_t n_layer() const { return static_cast<int64_t>(layers.size()); }
   bool uniform() const;        // every layer has the same shape and none is empty
   int64_t n_params() const;    // parameter count, embeddings and head included
-  // Throws clone::Error naming the first inconsistency (zero width, heads not divisible, ...).
+  // Throws cln::Error naming the first inconsistency (zero width, heads not divisible, ...).
   void validate() const;
 
   // Reads llama.* or deci.* keys; head sizes from key_length/value_length when present.
@@ -48,4 +48,4 @@ struct ModelConfig {
   // A TinyLlama-1.1B-like or other config from a compact spec, used by init-model and tests.
 };
 
-}  // namespace clone
+}  // namespace cln

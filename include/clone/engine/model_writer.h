@@ -9,7 +9,7 @@
 #include "clone/engine/model_config.h"
 #include "clone/gguf/gguf.h"
 
-namespace clone {
+namespace cln {
 
 // Sets general.architecture and the <arch>.* keys for c. Chooses "deci" unless
 // c.uniform(); c.arch is ignored.
@@ -31,4 +31,4 @@ void init_model(const ModelConfig& c, const RandomInit& init, const GgufFile* vo
 // norms stay F32. Throws if a row length is not a multiple of the block size.
 void quantize_model(const GgufFile& in, DType type, const std::string& path);
 
-}  // namespace clone
+}  // namespace cln

@@ -11,7 +11,7 @@
 
 #include "clone/engine/context.h"
 
-namespace clone {
+namespace cln {
 
 struct PerplexityParams {
   int64_t n_ctx = 512;
@@ -33,4 +33,4 @@ struct PerplexityResult {
 PerplexityResult perplexity(Context& ctx, std::span<const int32_t> tokens, const PerplexityParams& p,
                             const std::function<void(int64_t, int64_t, double)>& progress = {});
 
-}  // namespace clone
+}  // namespace cln

@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-namespace clone {
+namespace cln {
 
 struct SamplerParams {
   float temperature = 0.8f;  // 0 = greedy
@@ -19,7 +19,7 @@ struct SamplerParams {
 class Sampler {
  public:
   explicit Sampler(const SamplerParams& p);
-  // Picks a token id from logits [n_vocab]. Throws clone::Error on NaN logits.
+  // Picks a token id from logits [n_vocab]. Throws cln::Error on NaN logits.
   int32_t sample(std::span<const float> logits);
 
  private:
@@ -28,4 +28,4 @@ class Sampler {
   std::vector<std::pair<float, int32_t>> cand_;
 };
 
-}  // namespace clone
+}  // namespace cln

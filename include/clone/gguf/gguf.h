@@ -14,7 +14,7 @@
 
 #include "clone/core/dtype.h"
 
-namespace clone {
+namespace cln {
 
 enum class GgufType : uint32_t {
   UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,
@@ -64,7 +64,7 @@ struct GgufTensorInfo {
 
 class GgufFile {
  public:
-  // Maps and validates a file. Throws clone::Error naming the file and what is wrong.
+  // Maps and validates a file. Throws cln::Error naming the file and what is wrong.
   static std::shared_ptr<GgufFile> open(const std::string& path);
   // Parses a buffer the caller keeps alive (tests, fuzzing).
   static std::shared_ptr<GgufFile> parse(const uint8_t* data, size_t size, std::string name);
@@ -130,4 +130,4 @@ class GgufWriter {
   std::vector<Tensor> tensors_;
 };
 
-}  // namespace clone
+}  // namespace cln

@@ -5,7 +5,7 @@
 
 #include "clone/kernels/thread_pool.h"
 
-namespace clone::kernels {
+namespace cln::kernels {
 
 struct MachineLimits {
   double read_bandwidth_gbs = 0;  // GB/s (1e9 bytes/s) streaming a buffer far larger than cache
@@ -14,7 +14,10 @@ struct MachineLimits {
   const char* simd_target = "";   // the Highway target chosen at run time, e.g. "AVX3_ZEN4"
 };
 
+// The Highway target the kernels dispatch to on this CPU, e.g. "AVX3_DL", "AVX2", "NEON".
+const char* simd_target_name();
+
 // Takes about a second. Uses every thread of the pool.
 MachineLimits measure_machine(ThreadPool* pool);
 
-}  // namespace clone::kernels
+}  // namespace cln::kernels

@@ -1,5 +1,5 @@
 // The numeric kernels the engine and the trainer are built from. Each has a scalar
-// reference in clone::kernels::ref (plain loops, the oracle in tests) and an optimized
+// reference in cln::kernels::ref (plain loops, the oracle in tests) and an optimized
 // version here (Highway SIMD with runtime dispatch, threads across the pool).
 // Shapes are in the comments; activations are F32 and row-major.
 #pragma once
@@ -9,7 +9,7 @@
 #include "clone/core/dtype.h"
 #include "clone/kernels/thread_pool.h"
 
-namespace clone::kernels {
+namespace cln::kernels {
 
 // A weight matrix as GGUF stores it: `rows` rows of `cols` values of `type`,
 // row r at data + r * dtype_row_bytes(type, cols). (GGUF ne = [cols, rows].)
@@ -87,4 +87,4 @@ void quantize_row(DType t, const float* x, void* out, int64_t n);
 void dequantize_row(DType t, const void* in, float* y, int64_t n);
 }  // namespace ref
 
-}  // namespace clone::kernels
+}  // namespace cln::kernels

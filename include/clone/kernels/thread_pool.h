@@ -5,7 +5,7 @@
 
 #include <memory>
 
-namespace clone::kernels {
+namespace cln::kernels {
 
 class ThreadPool {
  public:
@@ -44,4 +44,4 @@ inline void split_range(long n, int tid, int n_threads, long align, long* begin,
   *end = e < n ? e : n;
 }
 
-}  // namespace clone::kernels
+}  // namespace cln::kernels

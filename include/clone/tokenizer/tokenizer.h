@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace clone {
+namespace cln {
 
 class GgufFile;
 class GgufWriter;
@@ -33,7 +33,7 @@ struct Vocab {
 class Tokenizer {
  public:
   explicit Tokenizer(Vocab v);
-  // Reads tokenizer.ggml.* keys; throws clone::Error if the model kind is not "llama"
+  // Reads tokenizer.ggml.* keys; throws cln::Error if the model kind is not "llama"
   // or arrays disagree in length.
   static Tokenizer from_gguf(const GgufFile& f);
   // Writes the tokenizer.ggml.* keys.
@@ -41,12 +41,12 @@ class Tokenizer {
 
   // SentencePiece BPE encoding. Invalid UTF-8 is handled as SentencePiece does: each
   // malformed byte becomes U+FFFD before tokenizing. Control and unused tokens are never
-  // produced from text. Throws clone::Error only if the text needs an unknown token and
+  // produced from text. Throws cln::Error only if the text needs an unknown token and
   // the vocabulary has neither byte tokens nor an unknown token.
   std::vector<int32_t> encode(std::string_view text, bool add_bos) const;
   // The bytes one token stands for (byte tokens give their byte; U+2581 becomes a space;
   // control and unused tokens give nothing; the unknown token gives " \u2047 " as in
-  // SentencePiece). Throws clone::Error for an id outside the vocabulary.
+  // SentencePiece). Throws cln::Error for an id outside the vocabulary.
   std::string token_to_piece(int32_t id) const;
   // Whole text; drops the leading space that add_space_prefix introduced.
   std::string decode(std::span<const int32_t> ids) const;
@@ -65,4 +65,4 @@ class Tokenizer {
   std::shared_ptr<const Index> index_;
 };
 
-}  // namespace clone
+}  // namespace cln

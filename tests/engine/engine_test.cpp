@@ -1,0 +1,231 @@
+// Engine behaviour: prefill equals decode, the layer hook, LoRA on the fly against the
+// merged model, quantization, and bad inputs failing with clear errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "clone/core/error.h"
+#include "clone/engine/context.h"
+#include "clone/engine/sampler.h"
+#include "test_util.h"
+
+using namespace cln;
+
+namespace {
+
+std::shared_ptr<const Model> per_layer_model(DType t = DType::F32) {
+  static std::map<DType, std::string> made;
+  if (!made.count(t)) {
+    ModelConfig c = test::per_layer_config();
+    if (t != DType::F32 && t != DType::F16) c.n_embd = 64;  // rows are whole blocks
+    made[t] = test::tmp_path(std::string("engine_") + std::string(dtype_name(t)) + ".gguf");
+    init_model(c, {3, t, 0.08f}, nullptr, made[t]);
+  }
+  return Model::load(made[t]);
+}
+
+double max_abs_diff(std::span<const float> a, std::span<const float> b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, static_cast<double>(std::fabs(a[i] - b[i])));
+  return d;
+}
+
+const std::vector<int32_t> kToks = {1, 5, 77, 200, 13, 9, 150, 42, 8, 299, 4};
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Engine, DecodeMatchesPrefill) {
+  auto m = per_layer_model();
+  const int64_t nv = m->config().n_vocab;
+  Context a(m, {32, 2, 512}), b(m, {32, 2, 512});
+  auto all = a.eval(kToks, true);
+  std::vector<float> full(all.begin(), all.end());
+  for (size_t t = 0; t < kToks.size(); ++t) {
+    auto l = b.eval(std::span<const int32_t>(&kToks[t], 1));
+    EXPECT_LT(max_abs_diff(l, std::span<const float>(full.data() + t * static_cast<size_t>(nv), static_cast<size_t>(nv))), 2e-5) << t;
+  }
+  // A prompt longer than one batch runs as several passes with the same result.
+  Context c(m, {32, 2, 3});
+  auto chunked = c.eval(kToks, true);
+  EXPECT_LT(max_abs_diff(chunked, full), 2e-5);
+}
+
+TEST(Engine, HookSeesEveryLayerBoundary) {
+  auto m = per_layer_model();
+  Context ctx(m, {32, 2, 512});
+  std::vector<LayerEvent> ev;
+  ctx.set_hook([&](const LayerEvent& e) { ev.push_back(e); });
+  ctx.eval(std::span<const int32_t>(kToks.data(), 4));
+  const int32_t one[1] = {7};
+  ctx.eval(one);
+  const int32_t L = static_cast<int32_t>(m->config().n_layer());
+  ASSERT_EQ(ev.size(), static_cast<size_t>(2 * (L + 1)));
+  for (int32_t i = 0; i <= L; ++i) {
+    EXPECT_EQ(ev[static_cast<size_t>(i)].phase, Phase::Prefill);
+    EXPECT_EQ(ev[static_cast<size_t>(i)].layer, i);
+    EXPECT_EQ(ev[static_cast<size_t>(i)].n_tokens, 4);
+    EXPECT_EQ(ev[static_cast<size_t>(i)].pos, 0);
+    const LayerEvent& d = ev[static_cast<size_t>(L + 1 + i)];
+    EXPECT_EQ(d.phase, Phase::Decode);
+    EXPECT_EQ(d.layer, i);
+    EXPECT_EQ(d.n_layer, L);
+    EXPECT_EQ(d.pos, 4);
+    EXPECT_EQ(d.n_tokens, 1);
+  }
+}
+
+TEST(Engine, LoraOnTheFlyEqualsMergedModel) {
+  auto m = per_layer_model();
+  const ModelConfig& c = m->config();
+  const std::string p1 = test::random_adapter(c, {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}, 8, 16.0f, 5, "eng_l1.gguf");
+  const std::string p2 = test::random_adapter(c, {"attn_v", "ffn_down"}, 4, 4.0f, 6, "eng_l2.gguf");
+  auto l1 = LoraAdapter::load(p1, *m), l2 = LoraAdapter::load(p2, *m);
+  EXPECT_EQ(l1->rank(), 8);
+  EXPECT_FLOAT_EQ(l1->scale(), 2.0f);
+
+  Context base(m, {32, 2, 512});
+  std::vector<float> base_logits;
+  {
+    auto l = base.eval(kToks, true);
+    base_logits.assign(l.begin(), l.end());
+  }
+  // Weight 0 is the base model.
+  Context zero(m, {32, 2, 512});
+  zero.set_loras({{l1, 0.0f}});
+  EXPECT_EQ(max_abs_diff(zero.eval(kToks, true), base_logits), 0.0);
+
+  std::vector<ActiveLora> mix = {{l1, 0.6f}, {l2, -0.4f}};
+  Context fly(m, {32, 2, 512});
+  fly.set_loras(mix);
+  std::vector<float> fly_logits;
+  {
+    auto l = fly.eval(kToks, true);
+    fly_logits.assign(l.begin(), l.end());
+  }
+  EXPECT_GT(max_abs_diff(fly_logits, base_logits), 1e-3);  // the experts change the output
+
+  const std::string merged = test::tmp_path("eng_merged.gguf");
+  merge_lora(*m, mix, merged);
+  Context mc(Model::load(merged), {32, 2, 512});
+  EXPECT_LT(max_abs_diff(mc.eval(kToks, true), fly_logits), 1e-4);
+
+  // Switching experts between requests needs no reload: back to base gives base logits.
+  fly.reset();
+  fly.set_loras({});
+  EXPECT_EQ(max_abs_diff(fly.eval(kToks, true), base_logits), 0.0);
+}
+
+TEST(Engine, QuantizedModelsStayClose) {
+  auto m = per_layer_model();
+  Context f32(m, {32, 2, 512});
+  std::vector<float> ref;
+  {
+    auto l = f32.eval(kToks, true);
+    ref.assign(l.begin(), l.end());
+  }
+  double max_ref = 0;
+  for (float v : ref) max_ref = std::max(max_ref, static_cast<double>(std::fabs(v)));
+  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0}) {
+    const std::string p = test::tmp_path(std::string("eng_quant_") + std::string(dtype_name(t)) + ".gguf");
+    quantize_model(m->gguf(), t, p);
+    auto q = Model::load(p);
+    EXPECT_EQ(q->config().weight_type, t);
+    Context ctx(q, {32, 2, 512});
+    const double d = max_abs_diff(ctx.eval(kToks, true), ref);
+    const double tol = t == DType::F16 ? 2e-3 : t == DType::Q8_0 ? 2e-2 : 0.15;
+    EXPECT_LT(d / max_ref, tol) << dtype_name(t);
+  }
+}
+
+TEST(Engine, InitModelIsDeterministic) {
+  ModelConfig c = test::per_layer_config();
+  const std::string a = test::tmp_path("det_a.gguf"), b = test::tmp_path("det_b.gguf");
+  init_model(c, {11, DType::Q8_0, 0.02f}, nullptr, a);
+  init_model(c, {11, DType::Q8_0, 0.02f}, nullptr, b);
+  auto fa = GgufFile::open(a), fb = GgufFile::open(b);
+  ASSERT_EQ(fa->file_size(), fb->file_size());
+  for (const auto& t : fa->tensors())
+    EXPECT_EQ(0, std::memcmp(fa->tensor_data(t), fb->tensor_data(*fb->find_tensor(t.name)), t.nbytes));
+}
+
+TEST(Engine, UniformModelsAreWrittenAsLlamaAndPerLayerAsDeci) {
+  ModelConfig c = test::per_layer_config();
+  const std::string p = test::tmp_path("arch_deci.gguf");
+  init_model(c, {1, DType::F32, 0.02f}, nullptr, p);
+  EXPECT_EQ(GgufFile::open(p)->get_string("general.architecture"), "deci");
+  c.layers.assign(3, LayerShape{4, 2, 96});
+  init_model(c, {1, DType::F32, 0.02f}, nullptr, p);
+  auto m = Model::load(p);
+  EXPECT_EQ(m->config().arch, "llama");
+  EXPECT_EQ(m->config().layers, c.layers);
+}
+
+TEST(Engine, BadInputsFailClearly) {
+  auto m = per_layer_model();
+  Context ctx(m, {16, 1, 512});
+  std::vector<int32_t> long_prompt(17, 5);
+  EXPECT_NE(error_of([&] { ctx.eval(long_prompt); }).find("exceed the context of 16"), std::string::npos);
+  const int32_t bad[1] = {300};
+  EXPECT_NE(error_of([&] { ctx.eval(bad); }).find("outside the vocabulary"), std::string::npos);
+  EXPECT_NE(error_of([&] { ctx.eval({}); }).find("no tokens"), std::string::npos);
+
+  // An adapter made for another shape does not load against this model.
+  ModelConfig other = test::per_layer_config();
+  other.n_embd = 32;
+  const std::string wrong = test::random_adapter(other, {"attn_q"}, 4, 8.0f, 9, "eng_wrong.gguf");
+  EXPECT_NE(error_of([&] { LoraAdapter::load(wrong, *m); }).find("does not match"), std::string::npos);
+  // A model file is not an adapter and vice versa.
+  EXPECT_NE(error_of([&] { LoraAdapter::load(test::tmp_path("engine_f32.gguf"), *m); }).find("not a LoRA"), std::string::npos);
+  EXPECT_NE(error_of([&] { Model::load(wrong); }).find("not a model"), std::string::npos);
+
+  // Metadata and tensors that disagree.
+  GgufWriter w;
+  for (const auto& [k, v] : m->gguf().metadata()) w.set(k, v);
+  for (const auto& t : m->gguf().tensors())
+    if (t.name != "blk.1.ffn_up.weight") w.add_tensor(t.name, t.type, t.ne, m->gguf().tensor_data(t), t.nbytes);
+  const std::string missing = test::tmp_path("eng_missing.gguf");
+  w.write(missing);
+  EXPECT_NE(error_of([&] { Model::load(missing); }).find("missing tensor 'blk.1.ffn_up.weight'"), std::string::npos);
+
+  GgufWriter w2;
+  for (const auto& [k, v] : m->gguf().metadata()) w2.set(k, v);
+  w2.set("deci.attention.head_count_kv", GgufValue::arr_i32({3, 1, 0, 1, 4}));
+  for (const auto& t : m->gguf().tensors()) w2.add_tensor(t.name, t.type, t.ne, m->gguf().tensor_data(t), t.nbytes);
+  w2.write(missing);
+  EXPECT_NE(error_of([&] { Model::load(missing); }).find("not a multiple"), std::string::npos);
+
+  GgufWriter w3;
+  for (const auto& [k, v] : m->gguf().metadata()) w3.set(k, v);
+  w3.set("deci.feed_forward_length", GgufValue::arr_i32({96, 64, 32, 0, 64, 8}));
+  w3.write(missing);
+  EXPECT_NE(error_of([&] { Model::load(missing); }).find("layers"), std::string::npos);
+}
+
+TEST(Sampler, GreedyTopKTopPAndSeeds) {
+  std::vector<float> logits = {0.1f, 2.0f, 1.9f, -1.0f, 0.5f};
+  Sampler greedy({0.0f, 40, 1.0f, 1});
+  EXPECT_EQ(greedy.sample(logits), 1);
+  Sampler top1({1.0f, 1, 1.0f, 1});
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(top1.sample(logits), 1);
+  Sampler top2({1.0f, 2, 1.0f, 3});
+  for (int i = 0; i < 50; ++i) {
+    const int32_t t = top2.sample(logits);
+    EXPECT_TRUE(t == 1 || t == 2);
+  }
+  Sampler nucleus({1.0f, 0, 0.3f, 3});  // token 1 alone holds more than 30% of the mass
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(nucleus.sample(logits), 1);
+  Sampler s1({1.0f, 0, 1.0f, 99}), s2({1.0f, 0, 1.0f, 99});
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(s1.sample(logits), s2.sample(logits));
+  std::vector<float> bad = {0.0f, std::nanf("")};
+  EXPECT_THROW(greedy.sample(bad), Error);
+  EXPECT_THROW(Sampler({-1.0f, 0, 1.0f, 0}), Error);
+}

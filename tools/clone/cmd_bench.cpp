@@ -1,0 +1,123 @@
+// clone bench: prefill and decode speed of models, each as a fraction of this machine's
+// limit, which it measures first: read bandwidth for decode (every weight byte is read
+// once per token) and F32 FMA throughput for prefill (2 flops per weight per token).
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <random>
+
+#include "clone/core/error.h"
+#include "clone/core/table.h"
+#include "clone/engine/context.h"
+#include "clone/kernels/machine.h"
+#include "common.h"
+#include "subcommand.h"
+
+namespace {
+
+struct Opts {
+  std::vector<std::string> models;
+  int threads = 0;
+  int64_t n_prompt = 512;
+  int64_t n_gen = 64;
+  int reps = 3;
+  std::string format = "md";
+  std::string out;
+  bool overhead = true;
+};
+
+struct Speed {
+  double prefill_tps = 0, decode_tps = 0;
+};
+
+// Best of `reps` runs: prefill of n_prompt tokens from an empty cache, then n_gen decodes.
+Speed measure(const std::shared_ptr<const cln::Model>& m, int threads, const Opts& o) {
+  using namespace cln;
+  Context ctx(m, {std::max<int64_t>(o.n_prompt + o.n_gen + 1, 64), threads, o.n_prompt});
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> tok(3, static_cast<int32_t>(m->config().n_vocab - 1));
+  std::vector<int32_t> prompt(static_cast<size_t>(o.n_prompt));
+  for (auto& t : prompt) t = tok(rng);
+  Speed best;
+  ctx.eval(std::span<const int32_t>(prompt.data(), 8));  // warm-up: page in the weights
+  for (int r = 0; r < o.reps; ++r) {
+    ctx.reset();
+    double t0 = cli::now_s();
+    if (o.n_prompt > 0) ctx.eval(prompt);
+    double t1 = cli::now_s();
+    if (o.n_prompt > 0) best.prefill_tps = std::max(best.prefill_tps, o.n_prompt / (t1 - t0));
+    if (o.n_prompt == 0) ctx.eval(std::span<const int32_t>(prompt.data(), 1));
+    t0 = cli::now_s();
+    for (int64_t i = 0; i < o.n_gen; ++i) {
+      const int32_t one[1] = {tok(rng)};
+      ctx.eval(one);
+    }
+    t1 = cli::now_s();
+    best.decode_tps = std::max(best.decode_tps, o.n_gen / (t1 - t0));
+  }
+  return best;
+}
+
+int run(const Opts& o) {
+  using namespace cln;
+  kernels::ThreadPool pool(o.threads);
+  std::fprintf(stderr, "[bench] measuring this machine's limits with %d threads...\n", pool.size());
+  const kernels::MachineLimits lim = kernels::measure_machine(&pool);
+  std::fprintf(stderr, "[bench] read bandwidth %.1f GB/s, F32 FMA %.1f GFLOP/s, SIMD %s\n",
+               lim.read_bandwidth_gbs, lim.fma_gflops, lim.simd_target);
+  Table t({"model", "type", "params_M", "weights_MB", "threads", "prefill_tok_s", "prefill_gflops",
+           "prefill_pct_fma", "decode_tok_s", "decode_gbs", "decode_pct_bw", "peak_rss_MB",
+           "kv_scratch_MB", "overhead_pct"});
+  t.set_precision(1);
+  for (const auto& path : o.models) {
+    auto m = Model::load(path);
+    const ModelConfig& c = m->config();
+    std::fprintf(stderr, "[bench] %s ...\n", path.c_str());
+    const Speed s = measure(m, pool.size(), o);
+    // Bytes streamed per decoded token: every layer matrix and the output head (the
+    // embedding contributes one row).
+    size_t bytes = m->weight_bytes();
+    if (!c.tied_output)
+      bytes -= dtype_row_bytes(m->token_embd.type, c.n_embd) * static_cast<size_t>(c.n_vocab - 1);
+    // FLOPs per prompt token in the matmuls (attention adds a little more; counted too).
+    double flops = 2.0 * static_cast<double>(c.n_params() - c.n_vocab * c.n_embd * (c.tied_output ? 0 : 1));
+    for (const auto& l : c.layers)
+      flops += 2.0 * static_cast<double>(l.n_head) * static_cast<double>(c.head_dim_k + c.head_dim_v) *
+               static_cast<double>(o.n_prompt) / 2.0;
+    // Parallel overhead: with n threads, time beyond a perfect split of the 1-thread time.
+    double overhead = -1;
+    if (o.overhead && pool.size() > 1) {
+      const Speed one = measure(m, 1, o);
+      overhead = 100.0 * (1.0 - s.decode_tps / (one.decode_tps * pool.size()));
+    }
+    Context probe(m, {std::max<int64_t>(o.n_prompt + o.n_gen + 1, 64), 1, o.n_prompt});
+    t.add({path.substr(path.find_last_of('/') + 1), std::string(dtype_name(c.weight_type)),
+           static_cast<double>(c.n_params()) / 1e6, static_cast<double>(m->weight_bytes()) / 1e6,
+           static_cast<long long>(pool.size()), s.prefill_tps, s.prefill_tps * flops / 1e9,
+           100.0 * s.prefill_tps * flops / 1e9 / lim.fma_gflops, s.decode_tps,
+           s.decode_tps * static_cast<double>(bytes) / 1e9,
+           100.0 * s.decode_tps * static_cast<double>(bytes) / 1e9 / lim.read_bandwidth_gbs,
+           static_cast<double>(cli::peak_rss_bytes()) / 1e6,
+           static_cast<double>(probe.state_bytes()) / 1e6, overhead});
+  }
+  std::printf("machine: read %.1f GB/s, FMA %.1f GFLOP/s, %d threads, %s\n\n%s", lim.read_bandwidth_gbs,
+              lim.fma_gflops, lim.threads, lim.simd_target, t.format(o.format).c_str());
+  if (!o.out.empty()) t.write(o.out);
+  return 0;
+}
+
+const cln::cli::Register reg{"bench", "Prefill and decode speed as a fraction of this machine's limits",
+                               [](CLI::App& app) {
+  auto o = std::make_shared<Opts>();
+  app.add_option("-m,--model", o->models, "model GGUF files (repeatable)")->required()->check(CLI::ExistingFile);
+  app.add_option("-t,--threads", o->threads, "threads (0 = all cores)")->capture_default_str();
+  app.add_option("-p,--n-prompt", o->n_prompt, "prompt tokens for the prefill test")->capture_default_str()->check(CLI::Range(0, 1 << 16));
+  app.add_option("-n,--n-gen", o->n_gen, "tokens for the decode test")->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  app.add_option("-r,--reps", o->reps, "repetitions (best is reported)")->capture_default_str()->check(CLI::Range(1, 100));
+  app.add_option("-o,--output", o->format, "md, csv or json")->capture_default_str();
+  app.add_option("--out", o->out, "also write the table to this file (.md/.csv/.json)");
+  app.add_flag("!--no-overhead", o->overhead, "skip the 1-thread run that measures parallel overhead");
+  return [o] { return run(*o); };
+}};
+
+}  // namespace
