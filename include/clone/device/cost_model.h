@@ -1,0 +1,94 @@
+// The device cost model: per layer pass, FLOPs and bytes from the model's real shapes,
+// then time at a clock (a roofline with a co-runner taking a share of compute and
+// bandwidth), power, and energy. Every backend and controller asks this one place.
+//
+//   tc = flops / (work_per_cycle * f * compute_efficiency * a)         a = 1 - contention*s
+//   tm = bytes / (peak_bw * dram_efficiency * a) + bytes / (core_bytes_per_cycle * f * a)
+//   t  = max(max(tc, tm) + overlap * min(tc, tm) + layer_overhead, streamed / storage_bw)
+//   P  = board_idle + static_w_per_v*V + c*V^2*f*(idle_activity + (1-idle_activity)*tc/t)
+//        + DRAM pJ/byte * bytes / t + memory static
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "clone/device/profile.h"
+#include "clone/engine/hook.h"
+#include "clone/engine/model_config.h"
+
+namespace cln::device {
+
+// What one pass over one layer (or the output head) asks of the device.
+struct Work {
+  double flops = 0;         // on the compute unit (adapter FLOPs included when the LPU is off)
+  double dram_bytes = 0;    // DRAM traffic: resident weights, KV cache, activations, adapters
+  double stream_bytes = 0;  // weights streamed from storage (model does not fit in memory)
+  double lpu_flops = 0;     // adapter FLOPs run on the LPU (LPU on)
+};
+
+struct Cost {
+  double time_s = 0;
+  double energy_j = 0;
+  double util = 0;  // compute busy fraction, tc / t (what a utilization governor sees)
+};
+
+struct CostOptions {
+  bool sfu = false;               // accelerator: fast, near-continuous DVFS
+  bool lpu = false;               // accelerator: LoRA experts resident on chip
+  int n_experts = 0;              // active LoRA experts per pass (soft MoE mixes all of them)
+  int64_t lora_rank = 8;
+  double kv_bytes_per_value = 2;  // KV cache element size (F16 on the Jetson runtimes)
+  int64_t n_logits_prefill = 1;   // logits computed at the end of a prefill pass
+  int64_t max_context = 4096;     // KV cache the runtime reserves (memory fit check)
+};
+
+class CostModel {
+ public:
+  CostModel(DeviceProfile profile, ModelConfig model, CostOptions opt = {});
+
+  const DeviceProfile& profile() const { return profile_; }
+  const ModelConfig& model() const { return model_; }
+  const CostOptions& options() const { return opt_; }
+  int n_layer() const { return static_cast<int>(model_.n_layer()); }
+
+  // The DVFS knob: the run_on unit's levels, or with SFU a near-continuous grid.
+  const std::vector<OperatingPoint>& levels() const { return levels_; }
+  int max_level() const { return static_cast<int>(levels_.size()) - 1; }
+  int level_at_least(double mhz) const;  // lowest level with clock >= mhz (max if none)
+
+  // layer == n_layer means the output head; pos is the first token's position.
+  Work work(int layer, Phase phase, int64_t pos, int64_t n_tokens) const;
+  Cost cost(const Work& w, int level, double intensity) const;
+  Cost layer_cost(const LayerEvent& ev, int level, double intensity) const {
+    return cost(work(ev.layer, ev.phase, ev.pos, ev.n_tokens), level, intensity);
+  }
+
+  double switch_time_s() const;
+  double switch_energy_j() const;
+  // Loading the request's expert set: from storage without the LPU, a swap with it.
+  double expert_swap_s() const;
+  double expert_swap_j() const;
+
+  double weight_bytes() const { return weight_bytes_; }         // all weights, head included
+  double resident_fraction() const { return resident_; }        // < 1: weights stream (offload)
+  bool offloaded() const { return resident_ < 1; }
+  double board_idle_w() const { return profile_.board_idle_w; }
+
+ private:
+  DeviceProfile profile_;
+  ModelConfig model_;
+  CostOptions opt_;
+  std::vector<OperatingPoint> levels_;
+  const ComputeUnit* unit_ = nullptr;
+  double bytes_per_weight_ = 2;
+  double weight_bytes_ = 0;
+  double resident_ = 1;
+};
+
+// Shapes of well-known models by name ("gemma-2b", "llama2-7b", "tinyllama-1.1b").
+ModelConfig model_preset(const std::string& name);
+std::vector<std::string> model_preset_names();
+
+}  // namespace cln::device

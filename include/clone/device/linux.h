@@ -1,0 +1,79 @@
+// The real board through sysfs. Frequency knobs: cpufreq policies
+// (scaling_available_frequencies in kHz, scaling_setspeed under the userspace governor)
+// and devfreq devices, the Jetson GPU among them (available_frequencies in Hz, pinned by
+// writing min_freq and max_freq). Power: hwmon rails (INA3221 and others: power*_input
+// in uW, or curr*_input mA x in*_input mV) and the older IIO INA3221 files
+// (in_power*_input mW, in_current*_input mA, in_voltage*_input mV).
+// probe() says what exists and what is writable; whatever is missing is named.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "clone/device/backend.h"
+
+namespace cln::device {
+
+struct FreqKnob {
+  std::string kind;                 // "cpufreq" or "devfreq"
+  std::string name;                 // "policy0", "17000000.gpu"
+  std::string dir;                  // its sysfs directory
+  std::vector<double> levels_mhz;   // ascending
+  double cur_mhz = 0;               // NaN-free: 0 when unreadable
+  std::string governor;
+  bool writable = false;            // can set a frequency (userspace governor or min/max files)
+  std::string why_not;              // when not writable: what is missing
+};
+
+struct PowerRail {
+  std::string label;   // "VDD_IN", "VDD_CPU_GPU_CV", or the file stem
+  std::string power;   // file giving power directly ("" if computed from current x voltage)
+  double power_scale = 0;  // watts per unit of the power file
+  std::string current, voltage;  // mA and mV files when power is computed
+  double read_w() const;         // throws cln::Error if a file vanished
+};
+
+struct LinuxProbe {
+  std::string root;
+  std::vector<FreqKnob> knobs;
+  std::vector<PowerRail> rails;
+  std::vector<std::string> missing;  // plain sentences: what cannot be done and why
+  std::string report() const;        // human-readable summary, one fact per line
+};
+
+// Looks under root (normally "/"; tests pass a fake tree).
+LinuxProbe probe_linux(const std::string& root = "/");
+
+class LinuxDevice : public DeviceBackend {
+ public:
+  // knob: the FreqKnob name to drive ("17000000.gpu", "policy0"); empty = first writable
+  // devfreq GPU, else first writable knob. Throws cln::Error saying what is missing.
+  LinuxDevice(const std::string& root, const std::string& knob);
+
+  std::string name() const override { return "linux:" + knob_.name; }
+  const std::vector<OperatingPoint>& levels() const override { return levels_; }
+  int level() const override { return level_; }
+  void set_level(int i) override;
+  void on_layer(const LayerEvent& ev) override;
+  double now_s() const override;
+  double energy_j() const override;  // integrated from the rails; NaN without rails
+  double corunner_intensity() const override { return 0; }
+  double last_util() const override { return 1; }
+  int64_t switches() const override { return switches_; }
+
+  const FreqKnob& knob() const { return knob_; }
+  double read_cur_mhz() const;
+  double read_power_w() const;  // sum of the top-level rail(s); NaN without rails
+
+ private:
+  FreqKnob knob_;
+  std::vector<PowerRail> rails_;
+  std::vector<OperatingPoint> levels_;
+  int level_ = -1;
+  int64_t switches_ = 0;
+  std::chrono::steady_clock::time_point t0_;
+  double last_t_ = 0, last_p_ = 0, energy_ = 0;
+};
+
+}  // namespace cln::device

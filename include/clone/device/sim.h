@@ -1,0 +1,48 @@
+// The simulated device: a virtual clock and energy meter. Each on_layer() charges that
+// layer's cost (cost_model.h) at the current level and the co-runner's intensity at the
+// current time. Analytic runs call on_layer() from shapes alone; co-simulation calls it
+// from the engine's layer hook while the host really computes: same events, same totals.
+#pragma once
+
+#include <memory>
+
+#include "clone/device/backend.h"
+#include "clone/device/corunner.h"
+#include "clone/device/cost_model.h"
+
+namespace cln::device {
+
+class SimDevice : public DeviceBackend {
+ public:
+  SimDevice(std::shared_ptr<const CostModel> model, CorunnerTrace corunner);
+
+  std::string name() const override { return "sim:" + model_->profile().name; }
+  const std::vector<OperatingPoint>& levels() const override { return model_->levels(); }
+  int level() const override { return level_; }
+  void set_level(int i) override;
+  void on_layer(const LayerEvent& ev) override;
+  double now_s() const override { return now_; }
+  double energy_j() const override { return energy_; }
+  double corunner_intensity() const override { return corunner_.at(now_); }
+  double last_util() const override { return last_.util; }
+  int64_t switches() const override { return switches_; }
+
+  const CostModel& model() const { return *model_; }
+  std::shared_ptr<const CostModel> model_ptr() const { return model_; }
+  const CorunnerTrace& corunner() const { return corunner_; }
+  const Cost& last_cost() const { return last_; }
+  // Idle until device time t (the board's idle draw is not charged to any request).
+  void idle_until(double t) { now_ = std::max(now_, t); }
+  // Charge a fixed delay with its energy (loading LoRA experts, for instance).
+  void charge(double time_s, double energy_j) { now_ += time_s, energy_ += energy_j; }
+
+ private:
+  std::shared_ptr<const CostModel> model_;
+  CorunnerTrace corunner_;
+  int level_;
+  double now_ = 0, energy_ = 0;
+  int64_t switches_ = 0;
+  Cost last_;
+};
+
+}  // namespace cln::device

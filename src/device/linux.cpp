@@ -1,0 +1,340 @@
+#include "clone/device/linux.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <regex>
+#include <sstream>
+
+#include "clone/core/error.h"
+
+namespace cln::device {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool read_text(const fs::path& p, std::string& out) {
+  std::ifstream in(p);
+  if (!in) return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  out = ss.str();
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return true;
+}
+
+double read_number(const fs::path& p) {
+  std::string s;
+  if (!read_text(p, s)) fail("cannot read ", p.string());
+  try {
+    size_t used = 0;
+    double v = std::stod(s, &used);
+    return v;
+  } catch (...) {
+    fail(p.string(), ": expected a number, got \"", s, "\"");
+  }
+}
+
+std::vector<double> read_numbers(const fs::path& p, double scale) {
+  std::string s;
+  std::vector<double> out;
+  if (!read_text(p, s)) return out;
+  std::istringstream is(s);
+  double v;
+  while (is >> v) out.push_back(v * scale);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+bool writable(const fs::path& p) { return fs::exists(p) && ::access(p.c_str(), W_OK) == 0; }
+
+void write_text(const fs::path& p, const std::string& v) {
+  std::ofstream out(p);
+  if (!out) fail("cannot open ", p.string(), " for writing: ", std::strerror(errno));
+  out << v;
+  out.flush();
+  if (!out) fail("writing \"", v, "\" to ", p.string(), " failed: ", std::strerror(errno));
+}
+
+std::vector<fs::path> subdirs(const fs::path& d, const std::regex& re) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  if (!fs::is_directory(d, ec)) return out;
+  for (const auto& e : fs::directory_iterator(d, ec))
+    if (std::regex_match(e.path().filename().string(), re)) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void probe_cpufreq(const fs::path& root, LinuxProbe& pr) {
+  fs::path base = root / "sys/devices/system/cpu/cpufreq";
+  auto policies = subdirs(base, std::regex("policy[0-9]+"));
+  if (policies.empty()) {
+    pr.missing.push_back("no cpufreq policies under " + base.string() +
+                         " (the kernel exposes no CPU frequency scaling here)");
+    return;
+  }
+  for (const auto& d : policies) {
+    FreqKnob k;
+    k.kind = "cpufreq";
+    k.name = d.filename().string();
+    k.dir = d.string();
+    k.levels_mhz = read_numbers(d / "scaling_available_frequencies", 1e-3);
+    if (k.levels_mhz.empty()) {
+      auto lo = read_numbers(d / "cpuinfo_min_freq", 1e-3), hi = read_numbers(d / "cpuinfo_max_freq", 1e-3);
+      if (!lo.empty() && !hi.empty()) k.levels_mhz = {lo[0], hi[0]};
+    }
+    auto cur = read_numbers(d / "scaling_cur_freq", 1e-3);
+    k.cur_mhz = cur.empty() ? 0 : cur[0];
+    read_text(d / "scaling_governor", k.governor);
+    std::string govs;
+    read_text(d / "scaling_available_governors", govs);
+    bool can_userspace = k.governor == "userspace" ||
+                         (writable(d / "scaling_governor") && govs.find("userspace") != std::string::npos);
+    if (k.levels_mhz.empty())
+      k.why_not = "no scaling_available_frequencies (nor cpuinfo_min/max_freq)";
+    else if (!fs::exists(d / "scaling_setspeed"))
+      k.why_not = "no scaling_setspeed file";
+    else if (!writable(d / "scaling_setspeed"))
+      k.why_not = "scaling_setspeed is not writable (run as root)";
+    else if (!can_userspace)
+      k.why_not = "governor is \"" + k.governor + "\" and the userspace governor is not available";
+    k.writable = k.why_not.empty();
+    if (!k.writable) pr.missing.push_back("cpufreq " + k.name + " cannot be set: " + k.why_not);
+    pr.knobs.push_back(k);
+  }
+}
+
+void probe_devfreq(const fs::path& root, LinuxProbe& pr) {
+  fs::path base = root / "sys/class/devfreq";
+  auto devs = subdirs(base, std::regex(".+"));
+  if (devs.empty()) {
+    pr.missing.push_back("no devfreq devices under " + base.string() +
+                         " (no GPU or memory frequency control; on a Jetson the GPU is "
+                         "17000000.gpu or 17000000.ga10b)");
+    return;
+  }
+  for (const auto& d : devs) {
+    FreqKnob k;
+    k.kind = "devfreq";
+    k.name = d.filename().string();
+    k.dir = d.string();
+    k.levels_mhz = read_numbers(d / "available_frequencies", 1e-6);
+    auto cur = read_numbers(d / "cur_freq", 1e-6);
+    k.cur_mhz = cur.empty() ? 0 : cur[0];
+    read_text(d / "governor", k.governor);
+    if (k.levels_mhz.empty())
+      k.why_not = "no available_frequencies file";
+    else if (!fs::exists(d / "min_freq") || !fs::exists(d / "max_freq"))
+      k.why_not = "no min_freq/max_freq files";
+    else if (!writable(d / "min_freq") || !writable(d / "max_freq"))
+      k.why_not = "min_freq/max_freq are not writable (run as root)";
+    k.writable = k.why_not.empty();
+    if (!k.writable) pr.missing.push_back("devfreq " + k.name + " cannot be set: " + k.why_not);
+    pr.knobs.push_back(k);
+  }
+}
+
+std::string label_or(const fs::path& f, const std::string& def) {
+  std::string s;
+  return read_text(f, s) && !s.empty() ? s : def;
+}
+
+void probe_power(const fs::path& root, LinuxProbe& pr) {
+  std::smatch m;
+  for (const auto& d : subdirs(root / "sys/class/hwmon", std::regex("hwmon[0-9]+"))) {
+    std::string chip = label_or(d / "name", d.filename().string());
+    std::regex pw("power([0-9]+)_input"), cur("curr([0-9]+)_input");
+    for (const auto& e : fs::directory_iterator(d)) {
+      std::string f = e.path().filename().string();
+      if (std::regex_match(f, m, pw)) {
+        std::string n = m[1];
+        PowerRail r;
+        r.label = label_or(d / ("power" + n + "_label"), label_or(d / ("in" + n + "_label"), chip + "/power" + n));
+        r.power = e.path().string();
+        r.power_scale = 1e-6;  // microwatts
+        pr.rails.push_back(r);
+      } else if (std::regex_match(f, m, cur)) {
+        std::string n = m[1];
+        if (fs::exists(d / ("power" + n + "_input"))) continue;
+        if (!fs::exists(d / ("in" + n + "_input"))) continue;
+        PowerRail r;
+        r.label = label_or(d / ("in" + n + "_label"), label_or(d / ("curr" + n + "_label"), chip + "/rail" + n));
+        r.current = e.path().string();
+        r.voltage = (d / ("in" + n + "_input")).string();
+        pr.rails.push_back(r);
+      }
+    }
+  }
+  for (const auto& d : subdirs(root / "sys/bus/iio/devices", std::regex("iio:device[0-9]+"))) {
+    std::regex pw("in_power([0-9]+)_input"), cur("in_current([0-9]+)_input");
+    for (const auto& e : fs::directory_iterator(d)) {
+      std::string f = e.path().filename().string();
+      std::string n;
+      bool is_power = std::regex_match(f, m, pw);
+      if (is_power) n = m[1];
+      else if (std::regex_match(f, m, cur)) n = m[1];
+      else continue;
+      PowerRail r;
+      r.label = label_or(d / ("rail_name_" + n), "iio/" + d.filename().string() + "/" + n);
+      if (is_power) {
+        r.power = e.path().string();
+        r.power_scale = 1e-3;  // milliwatts
+      } else {
+        if (fs::exists(d / ("in_power" + n + "_input"))) continue;
+        if (!fs::exists(d / ("in_voltage" + n + "_input"))) continue;
+        r.current = e.path().string();
+        r.voltage = (d / ("in_voltage" + n + "_input")).string();
+      }
+      pr.rails.push_back(r);
+    }
+  }
+  std::sort(pr.rails.begin(), pr.rails.end(), [](auto& a, auto& b) { return a.label < b.label; });
+  if (pr.rails.empty())
+    pr.missing.push_back("no power rails (no hwmon power/current files, no INA3221 IIO device): "
+                         "energy cannot be measured, only modelled");
+}
+
+// The rail(s) that measure the whole board: an input rail when there is one, else all.
+std::vector<PowerRail> total_rails(const std::vector<PowerRail>& rails) {
+  std::vector<PowerRail> in;
+  for (const auto& r : rails)
+    if (r.label.find("VDD_IN") != std::string::npos || r.label == "IN" || r.label.find("VIN") != std::string::npos)
+      in.push_back(r);
+  return in.empty() ? rails : in;
+}
+
+}  // namespace
+
+double PowerRail::read_w() const {
+  if (!power.empty()) return read_number(power) * power_scale;
+  return read_number(current) * 1e-3 * read_number(voltage) * 1e-3;
+}
+
+LinuxProbe probe_linux(const std::string& root) {
+  LinuxProbe pr;
+  pr.root = root;
+  fs::path r(root);
+  probe_cpufreq(r, pr);
+  probe_devfreq(r, pr);
+  probe_power(r, pr);
+  bool any = false;
+  for (const auto& k : pr.knobs) any = any || k.writable;
+  if (!any) pr.missing.push_back("no frequency can be set here: DVFS controllers can only run on the sim backend");
+  return pr;
+}
+
+std::string LinuxProbe::report() const {
+  std::ostringstream os;
+  os << "sysfs root: " << root << "\n";
+  for (const auto& k : knobs) {
+    os << k.kind << " " << k.name << ": " << k.levels_mhz.size() << " levels";
+    if (!k.levels_mhz.empty()) os << " (" << k.levels_mhz.front() << "-" << k.levels_mhz.back() << " MHz)";
+    os << ", now " << k.cur_mhz << " MHz, governor " << (k.governor.empty() ? "?" : k.governor) << ", "
+       << (k.writable ? "settable" : "NOT settable: " + k.why_not) << "\n";
+  }
+  for (const auto& r : rails) {
+    os << "power rail " << r.label << ": ";
+    try {
+      os << r.read_w() << " W\n";
+    } catch (const Error& e) {
+      os << "unreadable (" << e.what() << ")\n";
+    }
+  }
+  for (const auto& m : missing) os << "missing: " << m << "\n";
+  return os.str();
+}
+
+LinuxDevice::LinuxDevice(const std::string& root, const std::string& knob) {
+  LinuxProbe pr = probe_linux(root);
+  const FreqKnob* pick = nullptr;
+  for (const auto& k : pr.knobs) {
+    if (!knob.empty() ? k.name == knob : (k.writable && k.kind == "devfreq" && !pick)) pick = &k;
+  }
+  if (!pick && knob.empty())
+    for (const auto& k : pr.knobs)
+      if (k.writable && !pick) pick = &k;
+  if (!pick) {
+    std::ostringstream os;
+    os << "linux backend: ";
+    if (!knob.empty()) os << "no frequency knob named \"" << knob << "\"";
+    else os << "no settable frequency knob";
+    for (const auto& m : pr.missing) os << "; " << m;
+    fail(os.str());
+  }
+  if (!pick->writable) fail("linux backend: ", pick->kind, " ", pick->name, " cannot be set: ", pick->why_not);
+  knob_ = *pick;
+  rails_ = total_rails(pr.rails);
+  for (double f : knob_.levels_mhz) levels_.push_back({f, 0});
+  level_ = static_cast<int>(levels_.size()) - 1;
+  double best = std::numeric_limits<double>::max();
+  for (size_t i = 0; i < levels_.size(); ++i)  // start at whatever level it runs at
+    if (std::abs(levels_[i].mhz - knob_.cur_mhz) < best) best = std::abs(levels_[i].mhz - knob_.cur_mhz), level_ = static_cast<int>(i);
+  t0_ = std::chrono::steady_clock::now();
+  last_p_ = rails_.empty() ? 0 : read_power_w();
+}
+
+double LinuxDevice::now_s() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+}
+
+double LinuxDevice::read_cur_mhz() const {
+  fs::path d(knob_.dir);
+  if (knob_.kind == "cpufreq") return read_number(d / "scaling_cur_freq") * 1e-3;
+  return read_number(d / "cur_freq") * 1e-6;
+}
+
+double LinuxDevice::read_power_w() const {
+  if (rails_.empty()) return std::numeric_limits<double>::quiet_NaN();
+  double w = 0;
+  for (const auto& r : rails_) w += r.read_w();
+  return w;
+}
+
+void LinuxDevice::set_level(int i) {
+  if (i < 0 || i >= static_cast<int>(levels_.size()))
+    fail("linux backend: level ", i, " out of range [0, ", levels_.size() - 1, "]");
+  if (i == level_) return;
+  fs::path d(knob_.dir);
+  double mhz = levels_[static_cast<size_t>(i)].mhz;
+  if (knob_.kind == "cpufreq") {
+    std::string gov;
+    read_text(d / "scaling_governor", gov);
+    if (gov != "userspace") write_text(d / "scaling_governor", "userspace");
+    write_text(d / "scaling_setspeed", std::to_string(std::llround(mhz * 1e3)));
+  } else {
+    std::string hz = std::to_string(std::llround(mhz * 1e6));
+    // Keep min <= max at every step: raise max first when going up, lower min first going down.
+    if (i > level_) {
+      write_text(d / "max_freq", hz);
+      write_text(d / "min_freq", hz);
+    } else {
+      write_text(d / "min_freq", hz);
+      write_text(d / "max_freq", hz);
+    }
+  }
+  level_ = i;
+  ++switches_;
+}
+
+void LinuxDevice::on_layer(const LayerEvent&) {
+  if (rails_.empty()) return;
+  double t = now_s(), p = read_power_w();
+  energy_ += 0.5 * (p + last_p_) * (t - last_t_);
+  last_t_ = t, last_p_ = p;
+}
+
+double LinuxDevice::energy_j() const {
+  if (rails_.empty()) return std::numeric_limits<double>::quiet_NaN();
+  return energy_;
+}
+
+}  // namespace cln::device

@@ -1,0 +1,26 @@
+#include "clone/device/sim.h"
+
+#include "clone/core/error.h"
+
+namespace cln::device {
+
+SimDevice::SimDevice(std::shared_ptr<const CostModel> model, CorunnerTrace corunner)
+    : model_(std::move(model)), corunner_(std::move(corunner)), level_(model_->max_level()) {}
+
+void SimDevice::set_level(int i) {
+  if (i < 0 || i > model_->max_level())
+    fail("sim: frequency level ", i, " out of range [0, ", model_->max_level(), "]");
+  if (i == level_) return;
+  level_ = i;
+  ++switches_;
+  now_ += model_->switch_time_s();
+  energy_ += model_->switch_energy_j() + model_->switch_time_s() * model_->board_idle_w();
+}
+
+void SimDevice::on_layer(const LayerEvent& ev) {
+  last_ = model_->layer_cost(ev, level_, corunner_.at(now_));
+  now_ += last_.time_s;
+  energy_ += last_.energy_j;
+}
+
+}  // namespace cln::device
