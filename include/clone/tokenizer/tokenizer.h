@@ -17,7 +17,13 @@ class GgufWriter;
 
 // ggml's token types
 enum class TokenType : int32_t {
-  Undefined = 0, Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6,
+  Undefined = 0,
+  Normal = 1,
+  Unknown = 2,
+  Control = 3,
+  UserDefined = 4,
+  Unused = 5,
+  Byte = 6,
 };
 
 struct Vocab {
