@@ -56,8 +56,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"golden-per-layer-f32.gguf", 1949.0707, 1e-4},
                       Case{"golden-per-layer-q8_0.gguf", 1950.2319, 0.01},
                       Case{"golden-per-layer-q4_0.gguf", 1901.6083, 0.01}),
-    [](const auto& info) {
-      std::string n = info.param.file;
+    [](const auto& param_info) {
+      std::string n = param_info.param.file;
       n = n.substr(0, n.find('.'));
       for (char& ch : n)
         if (ch == '-') ch = '_';

@@ -45,7 +45,7 @@ Speed measure(const std::shared_ptr<const cln::Model>& m, int threads, const Opt
     double t0 = cli::now_s();
     if (o.n_prompt > 0) ctx.eval(prompt);
     double t1 = cli::now_s();
-    if (o.n_prompt > 0) best.prefill_tps = std::max(best.prefill_tps, o.n_prompt / (t1 - t0));
+    if (o.n_prompt > 0) best.prefill_tps = std::max(best.prefill_tps, static_cast<double>(o.n_prompt) / (t1 - t0));
     if (o.n_prompt == 0) ctx.eval(std::span<const int32_t>(prompt.data(), 1));
     t0 = cli::now_s();
     for (int64_t i = 0; i < o.n_gen; ++i) {
@@ -53,7 +53,7 @@ Speed measure(const std::shared_ptr<const cln::Model>& m, int threads, const Opt
       ctx.eval(one);
     }
     t1 = cli::now_s();
-    best.decode_tps = std::max(best.decode_tps, o.n_gen / (t1 - t0));
+    best.decode_tps = std::max(best.decode_tps, static_cast<double>(o.n_gen) / (t1 - t0));
   }
   return best;
 }

@@ -71,7 +71,7 @@ int run(const Opts& o) {
     std::fprintf(stderr,
                  "\n[clone] prompt %zu tokens in %.1f ms (%.1f tok/s, TTFT) | generated %d tokens "
                  "in %.1f ms (%.1f tok/s, TPOT %.2f ms) | stop: %s\n",
-                 ids.size(), (t_first - t0) * 1e3, ids.size() / (t_first - t0), generated,
+                 ids.size(), (t_first - t0) * 1e3, static_cast<double>(ids.size()) / (t_first - t0), generated,
                  decode_s * 1e3, generated > 1 ? (generated - 1) / decode_s : 0.0,
                  generated > 1 ? decode_s * 1e3 / (generated - 1) : 0.0, stop.c_str());
   }
