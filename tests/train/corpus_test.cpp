@@ -1,0 +1,119 @@
+// Corpus cleaning, dictd parsing, the hash split and the generated tasks.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "clone/core/error.h"
+#include "clone/train/corpus.h"
+#include "fixture.h"
+
+namespace cln::train {
+namespace {
+
+TEST(Corpus, ReflowJoinsParagraphLines) {
+  EXPECT_EQ(reflow("  cruft \\kruhft\\\n   n. junk\n\n\n  2. more\n"),
+            "cruft \\kruhft\\ n. junk\n2. more");
+  EXPECT_EQ(reflow("\n \n"), "");
+}
+
+TEST(Corpus, DictdNumbers) {
+  EXPECT_EQ(dictd_b64("A"), 0u);
+  EXPECT_EQ(dictd_b64("B"), 1u);
+  EXPECT_EQ(dictd_b64("BA"), 64u);
+  EXPECT_EQ(dictd_b64("/"), 63u);
+  EXPECT_THROW(dictd_b64("a-b"), Error);
+}
+
+TEST(Corpus, SplitIsAFunctionOfTheTextAlone) {
+  int counts[3] = {0, 0, 0};
+  for (int i = 0; i < 20000; ++i) {
+    const std::string d = "document " + std::to_string(i);
+    const Split s = split_of(d);
+    EXPECT_EQ(s, split_of(std::string(d)));
+    ++counts[static_cast<int>(s)];
+  }
+  EXPECT_NEAR(counts[0], 18000, 400);
+  EXPECT_NEAR(counts[1], 1000, 150);
+  EXPECT_NEAR(counts[2], 1000, 150);
+  EXPECT_EQ(fnv1a64(""), 1469598103934665603ull);
+}
+
+TEST(Corpus, Utf8Validation) {
+  EXPECT_TRUE(valid_utf8("plain"));
+  EXPECT_TRUE(valid_utf8("caf\xc3\xa9 \xe2\x80\x9cq\xe2\x80\x9d \xf0\x9f\x98\x80"));
+  EXPECT_FALSE(valid_utf8("bad \xc3"));
+  EXPECT_FALSE(valid_utf8("bad \xc0\xaf"));
+  EXPECT_FALSE(valid_utf8("\xff"));
+}
+
+TEST(Corpus, DictdEntriesFromAFixture) {
+  const std::string dir = testing::temp_dir("dictd");
+  const std::string dict =
+      "00-database-url\n   x\n"
+      "cat \\cat\\ n.\n   1. A small animal. [1913 Webster]\n\n"
+      "dog\n   <zoology> A {loyal} animal.\n\n   (1994-11-08)\n";
+  std::ofstream(dir + "/d.dict") << dict;
+  const size_t cat = dict.find("cat"), dog = dict.find("dog");
+  auto b64 = [](size_t v) {
+    const std::string a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string s;
+    do {
+      s.insert(s.begin(), a[v % 64]);
+      v /= 64;
+    } while (v);
+    return s;
+  };
+  std::ofstream(dir + "/d.index") << "00-database-url\tA\t" << b64(cat) << "\n"
+                                  << "cat\t" << b64(cat) << "\t" << b64(dog - cat) << "\n"
+                                  << "kitty\t" << b64(cat) << "\t" << b64(dog - cat) << "\n"
+                                  << "dog\t" << b64(dog) << "\t" << b64(dict.size() - dog) << "\n";
+  SourcePaths p;
+  p.gcide_dict = dir + "/d.dict";
+  p.gcide_index = dir + "/d.index";
+  p.foldoc_dict = p.gcide_dict;
+  p.foldoc_index = p.gcide_index;
+  p.jargon_txt = dir + "/jargon.txt";
+  std::ofstream(p.jargon_txt) << "intro\n   :frob: /frob/, n.\n\n   A {thing}.\n   more.\n\n"
+                              << "   :grok: vt.\n\n   To understand.\n";
+  const auto dictionary = read_domain("dictionary", p);
+  ASSERT_EQ(dictionary.size(), 2u);  // kitty points at cat's entry: kept once
+  EXPECT_EQ(dictionary[0], "cat \\cat\\ n. 1. A small animal.");
+  const auto computing = read_domain("computing", p);
+  ASSERT_EQ(computing.size(), 4u);
+  EXPECT_EQ(computing[1], "dog <zoology> A loyal animal.");
+  EXPECT_EQ(computing[2], "frob: /frob/, n.\nA thing. more.");
+  EXPECT_EQ(computing[3], "grok: vt.\nTo understand.");
+  p.gcide_index = dir + "/missing.index";
+  EXPECT_THROW(read_domain("dictionary", p), Error);
+}
+
+TEST(Tasks, ArithmeticIsCorrectAndComplete) {
+  const auto items = make_task("arithmetic", SourcePaths{});
+  EXPECT_EQ(items.size(), 10000u + 5050u);
+  for (const auto& it : items) {
+    const size_t op = it.prompt.find_first_of("+-");
+    const int a = std::stoi(it.prompt.substr(0, op));
+    const int b = std::stoi(it.prompt.substr(op + 1));
+    EXPECT_EQ(std::stoi(it.answer), it.prompt[op] == '+' ? a + b : a - b) << it.prompt;
+    EXPECT_EQ(it.prompt.back(), '=');
+  }
+}
+
+TEST(Tasks, WordnetPartOfSpeechFromAFixture) {
+  const std::string dir = testing::temp_dir("wn");
+  std::ofstream(dir + "/index.noun") << "  license line\napple n 1 1 @ 1 0 07739125\nrun n 1\n";
+  std::ofstream(dir + "/index.verb") << "run v 1\nglisten v 1\n";
+  std::ofstream(dir + "/index.adj") << "red-hot a 1\n";
+  std::ofstream(dir + "/index.adv") << "";
+  SourcePaths p;
+  p.wordnet_dir = dir;
+  const auto items = make_task("wordnet_pos", p);
+  ASSERT_EQ(items.size(), 2u);  // run is ambiguous, red-hot is not a plain word
+  EXPECT_EQ(items[0].prompt, "Word: apple\nPart of speech:");
+  EXPECT_EQ(items[0].answer, " noun");
+  EXPECT_EQ(items[1].answer, " verb");
+}
+
+}  // namespace
+}  // namespace cln::train

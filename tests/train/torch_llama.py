@@ -1,0 +1,142 @@
+#!/usr/bin/python3
+"""An independent PyTorch Llama (adjacent-pair RoPE, GQA, SwiGLU, RMSNorm, untied head),
+used two ways:
+
+  torch_llama.py parity IN OUT   IN: one JSON header line (config, tensor names and
+                                 shapes, batch), then the float32 tensors in that order,
+                                 then int32 tokens and int32 targets. Writes to OUT the
+                                 loss (float64) and every gradient (float32), same order.
+  torch_llama.py bench [--threads N] [--n-embd D] ...   training throughput (tokens/s)
+                                 of the same model and batch clone's `train bench` runs.
+"""
+import argparse
+import json
+import math
+import sys
+import time
+
+import numpy as np
+import torch
+
+
+def rope(x, n_heads, head_dim, pos, base):
+    # x [n, n_heads * head_dim]; pairs (2i, 2i+1) rotate by pos * base^(-2i/head_dim)
+    n = x.shape[0]
+    x = x.view(n, n_heads, head_dim // 2, 2)
+    i = torch.arange(head_dim // 2, dtype=torch.float64)
+    theta = pos.to(torch.float64)[:, None] * torch.pow(torch.tensor(base, dtype=torch.float64),
+                                                       -2.0 * i / head_dim)[None, :]
+    c = torch.cos(theta).to(x.dtype)[:, None, :]
+    s = torch.sin(theta).to(x.dtype)[:, None, :]
+    a, b = x[..., 0], x[..., 1]
+    return torch.stack((a * c - b * s, a * s + b * c), dim=-1).reshape(n, n_heads * head_dim)
+
+
+def rmsnorm(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def forward(p, cfg, tokens, n_seq, seq_len):
+    d, H, Hkv, hd = cfg["n_embd"], cfg["n_head"], cfg["n_head_kv"], cfg["head_dim"]
+    eps, base = cfg["eps"], cfg["rope_base"]
+    n = n_seq * seq_len
+    pos = torch.arange(seq_len).repeat(n_seq)
+    x = p["token_embd.weight"][tokens]
+    mask = torch.full((seq_len, seq_len), float("-inf")).triu(1)
+    for l in range(cfg["n_layer"]):
+        g = lambda name: p[f"blk.{l}.{name}.weight"]
+        h = rmsnorm(x, g("attn_norm"), eps)
+        q = rope(h @ g("attn_q").T, H, hd, pos, base)
+        k = rope(h @ g("attn_k").T, Hkv, hd, pos, base)
+        v = h @ g("attn_v").T
+        q = q.view(n_seq, seq_len, H, hd).transpose(1, 2)
+        k = k.view(n_seq, seq_len, Hkv, hd).transpose(1, 2).repeat_interleave(H // Hkv, dim=1)
+        v = v.view(n_seq, seq_len, Hkv, hd).transpose(1, 2).repeat_interleave(H // Hkv, dim=1)
+        att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(hd) + mask, dim=-1)
+        a = (att @ v).transpose(1, 2).reshape(n, H * hd)
+        x = x + a @ g("attn_output").T
+        h = rmsnorm(x, g("ffn_norm"), eps)
+        x = x + (torch.nn.functional.silu(h @ g("ffn_gate").T) * (h @ g("ffn_up").T)) @ g("ffn_down").T
+    x = rmsnorm(x, p["output_norm.weight"], eps)
+    return x @ p["output.weight"].T
+
+
+def parity(inp, out):
+    with open(inp, "rb") as f:
+        header = json.loads(f.readline())
+        params = {}
+        for name, shape in header["tensors"]:
+            count = int(np.prod(shape))
+            params[name] = torch.tensor(np.fromfile(f, dtype=np.float32, count=count).reshape(shape),
+                                        requires_grad=True)
+        n = header["n_seq"] * header["seq_len"]
+        tokens = torch.tensor(np.fromfile(f, dtype=np.int32, count=n).astype(np.int64))
+        targets = torch.tensor(np.fromfile(f, dtype=np.int32, count=n).astype(np.int64))
+    logits = forward(params, header, tokens, header["n_seq"], header["seq_len"])
+    loss = torch.nn.functional.cross_entropy(logits, targets, ignore_index=-1)
+    loss.backward()
+    with open(out, "wb") as f:
+        np.array([loss.item()], dtype=np.float64).tofile(f)
+        for name, _ in header["tensors"]:
+            params[name].grad.numpy().astype(np.float32).tofile(f)
+
+
+def bench(a):
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    hd = a.n_embd // a.n_head
+    cfg = dict(n_embd=a.n_embd, n_head=a.n_head, n_head_kv=a.n_head_kv, head_dim=hd,
+               n_layer=a.n_layer, eps=1e-5, rope_base=10000.0)
+    shapes = {"token_embd.weight": (a.vocab, a.n_embd), "output_norm.weight": (a.n_embd,),
+              "output.weight": (a.vocab, a.n_embd)}
+    for l in range(a.n_layer):
+        shapes.update({f"blk.{l}.attn_norm.weight": (a.n_embd,), f"blk.{l}.ffn_norm.weight": (a.n_embd,),
+                       f"blk.{l}.attn_q.weight": (a.n_head * hd, a.n_embd),
+                       f"blk.{l}.attn_k.weight": (a.n_head_kv * hd, a.n_embd),
+                       f"blk.{l}.attn_v.weight": (a.n_head_kv * hd, a.n_embd),
+                       f"blk.{l}.attn_output.weight": (a.n_embd, a.n_head * hd),
+                       f"blk.{l}.ffn_gate.weight": (a.n_ff, a.n_embd),
+                       f"blk.{l}.ffn_up.weight": (a.n_ff, a.n_embd),
+                       f"blk.{l}.ffn_down.weight": (a.n_embd, a.n_ff)})
+    p = {k: (torch.randn(s) * 0.02 if len(s) == 2 else torch.ones(s)).requires_grad_() for k, s in shapes.items()}
+    opt = torch.optim.AdamW(p.values(), lr=1e-3)
+    n = a.batch * a.seq_len
+    times = []
+    for step in range(a.warmup + a.steps):
+        tokens = torch.randint(0, a.vocab, (n,))
+        targets = torch.randint(0, a.vocab, (n,))
+        t0 = time.perf_counter()
+        loss = torch.nn.functional.cross_entropy(forward(p, cfg, tokens, a.batch, a.seq_len), targets)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step >= a.warmup:
+            times.append(time.perf_counter() - t0)
+    dt = sum(times) / len(times)
+    print(json.dumps({"impl": "pytorch " + torch.__version__, "threads": a.threads,
+                      "params": sum(v.numel() for v in p.values()),
+                      "tokens_per_step": n, "step_s": dt, "tokens_per_s": n / dt}))
+
+
+def main():
+    if len(sys.argv) >= 2 and sys.argv[1] == "parity":
+        parity(sys.argv[2], sys.argv[3])
+        return
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["bench"])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--vocab", type=int, default=4096)
+    ap.add_argument("--n-embd", type=int, default=192)
+    ap.add_argument("--n-layer", type=int, default=12)
+    ap.add_argument("--n-head", type=int, default=6)
+    ap.add_argument("--n-head-kv", type=int, default=2)
+    ap.add_argument("--n-ff", type=int, default=512)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq-len", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1)
+    bench(ap.parse_args())
+
+
+if __name__ == "__main__":
+    main()

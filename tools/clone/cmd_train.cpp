@@ -1,0 +1,190 @@
+// clone train base: train the shipped base model from scratch (resumes from its
+// checkpoint). clone train bench: training throughput against the FMA peak and PyTorch.
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "clone/core/error.h"
+#include "clone/core/table.h"
+#include "clone/kernels/machine.h"
+#include "clone/kernels/thread_pool.h"
+#include "clone/train/trainer.h"
+#include "subcommand.h"
+
+namespace {
+
+struct BenchOpts {
+  int64_t vocab = 4096, n_embd = 192, n_layer = 12, n_head = 6, n_head_kv = 2, n_ff = 512;
+  int64_t batch = 8, seq_len = 256;
+  int steps = 3, threads = 2;
+  bool torch = false;
+  std::string python = "/usr/bin/python3";
+  std::string torch_script = "tests/train/torch_llama.py";
+  std::string format = "md";
+};
+
+int bench(const BenchOpts& o) {
+  using namespace cln;
+  const ModelConfig c =
+      train::llama_shape(o.vocab, o.n_embd, o.n_layer, o.n_head, o.n_head_kv, o.n_ff, o.seq_len);
+  kernels::ThreadPool pool(o.threads);
+  const kernels::MachineLimits lim = kernels::measure_machine(&pool);
+  const train::StepBench b = train::bench_train_step(c, o.batch, o.seq_len, o.steps, o.threads);
+  const double flops = train::train_step_flops(c, o.batch, o.seq_len);
+  Table t({"impl", "threads", "params", "batch", "seq_len", "step_s", "tokens_per_s", "gflops",
+           "pct_fma_peak"});
+  t.add({std::string("clone"), static_cast<long long>(o.threads), static_cast<long long>(b.params),
+         static_cast<long long>(o.batch), static_cast<long long>(o.seq_len), b.step_s,
+         b.tokens_per_s, b.gflops, 100.0 * b.gflops / lim.fma_gflops});
+  if (o.torch) {
+    char cmd[1024];
+    std::snprintf(cmd, sizeof cmd,
+                  "%s %s bench --threads %d --vocab %lld --n-embd %lld "
+                  "--n-layer %lld --n-head %lld --n-head-kv %lld --n-ff %lld --batch %lld "
+                  "--seq-len %lld --steps %d",
+                  o.python.c_str(), o.torch_script.c_str(), o.threads,
+                  static_cast<long long>(o.vocab), static_cast<long long>(o.n_embd),
+                  static_cast<long long>(o.n_layer), static_cast<long long>(o.n_head),
+                  static_cast<long long>(o.n_head_kv), static_cast<long long>(o.n_ff),
+                  static_cast<long long>(o.batch), static_cast<long long>(o.seq_len), o.steps);
+    FILE* p = popen(cmd, "r");
+    if (!p) fail("cannot run ", cmd);
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    if (pclose(p) != 0) fail("the PyTorch benchmark failed: ", cmd);
+    const auto j = nlohmann::json::parse(out.substr(out.find('{')));
+    const double step_s = j["step_s"].get<double>();
+    t.add({j["impl"].get<std::string>(), static_cast<long long>(o.threads),
+           j["params"].get<long long>(), static_cast<long long>(o.batch),
+           static_cast<long long>(o.seq_len), step_s, j["tokens_per_s"].get<double>(),
+           flops / step_s / 1e9, 100.0 * flops / step_s / 1e9 / lim.fma_gflops});
+  }
+  std::printf("%s", t.format(o.format).c_str());
+  if (o.format == "md")
+    std::printf(
+        "\nFMA peak %.1f GFLOP/s (%d threads, %s); FLOPs per step %.3g (6 per weight per "
+        "token + causal attention)\n",
+        lim.fma_gflops, lim.threads, lim.simd_target, flops);
+  return 0;
+}
+
+void add_shape(CLI::App* a, int64_t* n_embd, int64_t* n_layer, int64_t* n_head, int64_t* n_head_kv,
+               int64_t* n_ff, int64_t* batch, int64_t* seq_len) {
+  a->add_option("--n-embd", *n_embd, "model width")
+      ->capture_default_str()
+      ->check(CLI::Range(8, 8192));
+  a->add_option("--n-layer", *n_layer, "layers")->capture_default_str()->check(CLI::Range(1, 256));
+  a->add_option("--n-head", *n_head, "query heads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  a->add_option("--n-head-kv", *n_head_kv, "key/value heads (divides --n-head)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  a->add_option("--n-ff", *n_ff, "feed-forward width")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65536));
+  a->add_option("--batch", *batch, "sequences per step")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  a->add_option("--seq-len", *seq_len, "tokens per sequence (the context length)")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 65536));
+}
+
+const cln::cli::Register reg{
+    "train", "Train the base model; benchmark training throughput", [](CLI::App& app) {
+      app.require_subcommand(1);
+      auto o = std::make_shared<cln::train::BaseTrainOptions>();
+      CLI::App* base = app.add_subcommand(
+          "base",
+          "Train a Llama from scratch on the corpora of `clone data build`; resumes from "
+          "<out>/checkpoint.bin; writes loss.csv, valid.csv, loss.png, train.log, model.gguf, "
+          "perplexity.md");
+      base->add_option("--data", o->data_dir, "folder written by `clone data build`")
+          ->capture_default_str();
+      base->add_option("--tokenizer", o->tokenizer,
+                       "SentencePiece model (default <data>/tokenizer.model)");
+      base->add_option("--out", o->out_dir, "run folder")->capture_default_str();
+      base->add_option("--model-out", o->model_out,
+                       "GGUF to write at the end (default <out>/model.gguf)");
+      add_shape(base, &o->n_embd, &o->n_layer, &o->n_head, &o->n_head_kv, &o->n_ff, &o->batch,
+                &o->seq_len);
+      base->add_option("--steps", o->sched.steps, "optimizer steps")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{1}, int64_t{10000000}));
+      base->add_option("--warmup", o->sched.warmup, "warm-up steps")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{0}, int64_t{10000000}));
+      base->add_option("--lr", o->sched.lr, "peak learning rate")
+          ->capture_default_str()
+          ->check(CLI::Range(1e-7, 1e30));
+      base->add_option("--min-lr-ratio", o->sched.min_lr_ratio, "final learning rate / peak")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 1.0));
+      base->add_option("--weight-decay", o->adam.weight_decay, "AdamW decoupled weight decay")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 10.0));
+      base->add_option("--clip", o->adam.clip, "max global gradient norm (0: off)")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 1e9));
+      base->add_option("--seed", o->seed, "seed of the init and the data order")
+          ->capture_default_str();
+      base->add_option("--threads", o->threads, "threads")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 256));
+      base->add_option("--mix-temperature", o->mix_temperature, "domain share ~ tokens^T")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 1.0));
+      base->add_option("--log-every", o->log_every, "steps between progress lines")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
+      base->add_option("--eval-every", o->eval_every,
+                       "steps between validation losses (0: only at the end)")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
+      base->add_option("--ckpt-every", o->ckpt_every, "steps between checkpoints")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
+      base->add_option("--test-tokens", o->test_tokens,
+                       "test tokens per domain for the perplexity table")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{0}, int64_t{1000000000}));
+      base->add_option("--stop-after", o->stop_after, "stop this run at this step (resume later)");
+      base->add_flag("!--no-resume", o->resume, "start from scratch even if a checkpoint exists");
+
+      auto b = std::make_shared<BenchOpts>();
+      CLI::App* bench_cmd = app.add_subcommand(
+          "bench",
+          "Training steps per second of a Llama shape on random tokens: tokens/s, "
+          "GFLOP/s and the share of the FMA peak; --torch adds PyTorch on the same shape");
+      bench_cmd->add_option("--vocab", b->vocab, "vocabulary size")
+          ->capture_default_str()
+          ->check(CLI::Range(2, 1000000));
+      add_shape(bench_cmd, &b->n_embd, &b->n_layer, &b->n_head, &b->n_head_kv, &b->n_ff, &b->batch,
+                &b->seq_len);
+      bench_cmd->add_option("--steps", b->steps, "timed steps (after one warm-up)")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 1000));
+      bench_cmd->add_option("--threads", b->threads, "threads")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 256));
+      bench_cmd->add_flag("--torch", b->torch, "also run tests/train/torch_llama.py bench");
+      bench_cmd->add_option("--python", b->python, "python with torch")->capture_default_str();
+      bench_cmd->add_option("--torch-script", b->torch_script, "the PyTorch reference")
+          ->capture_default_str();
+      bench_cmd->add_option("--format", b->format, "md, csv or json")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"md", "csv", "json"}));
+      return [o, b, base, bench_cmd] {
+        if (base->parsed()) {
+          cln::train::train_base(*o);
+          return 0;
+        }
+        if (bench_cmd->parsed()) return bench(*b);
+        return 1;
+      };
+    }};
+
+}  // namespace
