@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Reproduces the shipped base model from nothing: installs the Debian text sources,
+# builds the corpora, tokenizer and token files, trains a 12-layer Llama (6.3M
+# parameters) with a fixed seed for 7000 steps of 8 x 256 tokens (about 1.9 hours on 2
+# cores), and copies the model, its log, loss curve and perplexity table to models/base/.
+# Same seed, same data, same thread count -> the same loss curve. Re-running resumes
+# from out/base/checkpoint.bin if a run was interrupted.
+#
+#   scripts/train_base.sh            # everything
+#   STEPS=200 OUT=out/smoke scripts/train_base.sh   # a short run of the same recipe
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build-train}
+OUT=${OUT:-out/base}
+DATA=${DATA:-out/data}
+STEPS=${STEPS:-7000}
+THREADS=${THREADS:-2}
+LOCK=${LOCK:-/tmp/clone-build.lock}
+
+[ -f "$BUILD/build.ninja" ] || cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release
+flock "$LOCK" cmake --build "$BUILD" -j"$THREADS" --target clone
+CLONE="$BUILD/tools/clone/clone"
+
+install=""
+[ "$(id -u)" -eq 0 ] && install="--install"
+if [ ! -f "$DATA/tokens/code.test.tok" ]; then
+  flock "$LOCK" "$CLONE" data build --out "$DATA" --vocab 4096 $install
+fi
+
+flock "$LOCK" "$CLONE" train base --data "$DATA" --out "$OUT" \
+  --n-embd 192 --n-layer 12 --n-head 6 --n-head-kv 2 --n-ff 512 \
+  --batch 8 --seq-len 256 --steps "$STEPS" --warmup 200 --lr 2e-3 --min-lr-ratio 0.1 \
+  --weight-decay 0.1 --clip 1.0 --seed 1234 --threads "$THREADS" \
+  --log-every 10 --eval-every 250 --ckpt-every 100 --test-tokens 65536
+
+if [ "$OUT" = out/base ]; then
+  mkdir -p models/base
+  cp "$OUT/model.gguf" "$OUT/train.log" "$OUT/loss.csv" "$OUT/valid.csv" "$OUT/loss.png" \
+     "$OUT/perplexity.md" models/base/
+  echo "wrote models/base/"
+fi
