@@ -12,11 +12,12 @@
 #   libfuzzer-14-dev              fuzzing the GGUF reader
 #   python3-torch python3-numpy libopenblas0-pthread   independent reference implementations in tests
 #   gnuplot-nox                   plots (loss curves, timelines, Pareto fronts)
+#   zlib1g-dev                    reading the gzip-compressed dictionaries (GCIDE, FOLDOC) for corpora
 set -euo pipefail
 pkgs=(cmake ninja-build g++ clang libhwy-dev libsentencepiece-dev sentencepiece
       nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libgtest-dev libgmock-dev
       libbenchmark-dev libfuzzer-14-dev python3-torch python3-numpy libopenblas0-pthread
-      gnuplot-nox)
+      gnuplot-nox zlib1g-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -157,7 +157,8 @@ void init_model(const ModelConfig& c, const RandomInit& init, const GgufFile* vo
   w.write(path);
 }
 
-void quantize_model(const GgufFile& in, DType type, const std::string& path) {
+int quantize_model(const GgufFile& in, DType type, const std::string& path) {
+  int fallbacks = 0;
   GgufWriter w;
   for (const auto& [k, v] : in.metadata())
     if (k != "general.alignment") w.set(k, v);
@@ -170,23 +171,25 @@ void quantize_model(const GgufFile& in, DType type, const std::string& path) {
       w.add_tensor(t.name, t.type, t.ne, in.tensor_data(t), t.nbytes);
       continue;
     }
-    if (t.type != DType::F32 && t.type != DType::F16)
+    if (t.type != DType::F32 && t.type != DType::F16 && type != DType::F32 && type != DType::F16)
       fail("quantize: tensor '", t.name, "' is already ", dtype_name(t.type),
-           "; quantize from an f32 or f16 model");
+           "; quantize from an f32 or f16 model (re-quantizing compounds the error)");
     const int64_t cols = t.ne[0], rows = t.ne[1];
-    if (cols % dtype_block_size(type) != 0)
-      fail("quantize: tensor '", t.name, "' has rows of ", cols, " values, not a multiple of ",
-           dtype_block_size(type), " as ", dtype_name(type), " needs");
+    // Pruning leaves widths that are not whole blocks (e.g. 3 heads of 16); such a matrix
+    // is stored as F16 instead, as llama.cpp's quantizer also falls back.
+    const DType to = cols % dtype_block_size(type) == 0 ? type : DType::F16;
+    if (to != type) ++fallbacks;
     row.resize(static_cast<size_t>(cols));
-    const size_t ib = dtype_row_bytes(t.type, cols), ob = dtype_row_bytes(type, cols);
+    const size_t ib = dtype_row_bytes(t.type, cols), ob = dtype_row_bytes(to, cols);
     std::vector<uint8_t> out(ob * static_cast<size_t>(rows));
     for (int64_t r = 0; r < rows; ++r) {
       kernels::dequantize_row(t.type, in.tensor_data(t) + static_cast<size_t>(r) * ib, row.data(), cols);
-      kernels::quantize_row(type, row.data(), out.data() + static_cast<size_t>(r) * ob, cols);
+      kernels::quantize_row(to, row.data(), out.data() + static_cast<size_t>(r) * ob, cols);
     }
-    w.add_tensor(t.name, type, t.ne, out.data(), out.size());
+    w.add_tensor(t.name, to, t.ne, out.data(), out.size());
   }
   w.write(path);
+  return fallbacks;
 }
 
 }  // namespace cln

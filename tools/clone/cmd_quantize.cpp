@@ -17,8 +17,12 @@ int run(const Opts& o) {
   const auto t = dtype_from_name(o.type);
   if (!t) fail("unknown type '", o.type, "' (f32, f16, q8_0, q4_0)");
   auto f = GgufFile::open(o.in);
-  quantize_model(*f, *t, o.out);
-  std::printf("wrote %s (%s)\n", o.out.c_str(), std::string(dtype_name(*t)).c_str());
+  const int fallbacks = quantize_model(*f, *t, o.out);
+  std::printf("wrote %s (%s)", o.out.c_str(), std::string(dtype_name(*t)).c_str());
+  if (fallbacks)
+    std::printf("; %d matrices whose rows are not whole %s blocks were written as f16", fallbacks,
+                std::string(dtype_name(*t)).c_str());
+  std::printf("\n");
   return 0;
 }
 

@@ -27,8 +27,10 @@ struct RandomInit {
 void init_model(const ModelConfig& c, const RandomInit& init, const GgufFile* vocab_source,
                 const std::string& path);
 
-// Rewrites a model with its 2-D weight matrices in `type` (F32/F16 sources only);
-// norms stay F32. Throws if a row length is not a multiple of the block size.
-void quantize_model(const GgufFile& in, DType type, const std::string& path);
+// Rewrites a model with its 2-D weight matrices in `type` (quantized targets need F32/F16
+// sources; F32/F16 targets dequantize anything);
+// norms stay F32. A matrix whose rows are not whole blocks of `type` (pruned widths)
+// is written as F16 instead; returns how many fell back so.
+int quantize_model(const GgufFile& in, DType type, const std::string& path);
 
 }  // namespace cln

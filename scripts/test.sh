@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what is needed, builds, and runs every test: the Release build, the same
+# tests under AddressSanitizer + UndefinedBehaviorSanitizer, and a short fuzz run of
+# the GGUF reader. Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+jobs=$(nproc)
+
+scripts/setup.sh
+
+echo "== Release build and tests"
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build/release -j"$jobs"
+(cd build/release && ctest -j"$jobs" --output-on-failure --timeout 900)
+
+echo "== ASan + UBSan build and tests"
+cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLONE_SANITIZE=ON \
+  -DCLONE_BUILD_BENCH=OFF >/dev/null
+cmake --build build/asan -j"$jobs"
+(cd build/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest -j"$jobs" --output-on-failure --timeout 1800 -LE slow)
+
+echo "== Fuzzing the GGUF reader (libFuzzer, seed corpus: the golden GGUF files)"
+CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCLONE_BUILD_FUZZ=ON -DCLONE_BUILD_TESTS=OFF -DCLONE_BUILD_BENCH=OFF -DCLONE_WERROR=OFF >/dev/null
+cmake --build build/fuzz -j"$jobs" --target fuzz_gguf
+corpus=$(mktemp -d)
+cp "$root"/../shared/data/golden-gguf/*.gguf "$corpus"/
+build/fuzz/fuzz/fuzz_gguf -max_total_time="${CLONE_FUZZ_SECONDS:-60}" -max_len=65536 \
+  -rss_limit_mb=4096 -print_final_stats=1 "$corpus" 2>&1 | tail -n 12
+rm -rf "$corpus"
+echo "fuzz: passed (no crash)"
