@@ -116,8 +116,10 @@ std::array<double, N> nelder_mead(std::array<double, N> x0, F f, int iters, int&
       V xe = lerp(-2);
       double fe = f(xe);
       ++evals;
-      if (fe < fr) s[N] = xe, fv[N] = fe;
-      else s[N] = xr, fv[N] = fr;
+      if (fe < fr)
+        s[N] = xe, fv[N] = fe;
+      else
+        s[N] = xr, fv[N] = fr;
     } else if (fr < fv[N - 1]) {
       s[N] = xr, fv[N] = fr;
     } else {
@@ -144,7 +146,9 @@ std::array<double, N> nelder_mead(std::array<double, N> x0, F f, int iters, int&
 double loss_of(const std::vector<CalibrationPoint>& pts) {
   double l = 0;
   for (const auto& p : pts) {
-    double e = p.modelled < p.lo ? std::log(p.modelled / p.lo) : p.modelled > p.hi ? std::log(p.modelled / p.hi) : 0;
+    double e = p.modelled < p.lo   ? std::log(p.modelled / p.lo)
+               : p.modelled > p.hi ? std::log(p.modelled / p.hi)
+                                   : 0;
     l += e * e;
   }
   return l;
@@ -158,10 +162,14 @@ FitResult fit_to_paper(const DeviceProfile& p, const Fit* shared) {
   DeviceProfile work = p;
   // Bounded transforms keep every factor in its valid range while Nelder-Mead roams freely.
   auto sig = [](double x) { return 1 / (1 + std::exp(-x)); };
-  auto logit = [](double y) { y = std::clamp(y, 1e-4, 1 - 1e-4); return std::log(y / (1 - y)); };
+  auto logit = [](double y) {
+    y = std::clamp(y, 1e-4, 1 - 1e-4);
+    return std::log(y / (1 - y));
+  };
   if (nx) {
     r.fitted = {"compute_efficiency", "core_bytes_per_cycle", "overlap", "contention"};
-    std::array<double, 4> x0{logit(p.fit.compute_efficiency), std::log(std::max(p.fit.core_bytes_per_cycle, 1.0)),
+    std::array<double, 4> x0{logit(p.fit.compute_efficiency),
+                             std::log(std::max(p.fit.core_bytes_per_cycle, 1.0)),
                              logit(p.fit.overlap), logit(p.fit.contention / 0.95)};
     auto apply = [&](const std::array<double, 4>& x) {
       work.fit.compute_efficiency = sig(x[0]);
@@ -190,7 +198,8 @@ FitResult fit_to_paper(const DeviceProfile& p, const Fit* shared) {
       work.fit.layer_overhead_us = shared->layer_overhead_us;
     }
     r.fitted = {"compute_efficiency", "core_bytes_per_cycle"};
-    std::array<double, 2> x0{logit(p.fit.compute_efficiency), std::log(std::max(p.fit.core_bytes_per_cycle, 1.0))};
+    std::array<double, 2> x0{logit(p.fit.compute_efficiency),
+                             std::log(std::max(p.fit.core_bytes_per_cycle, 1.0))};
     auto apply = [&](const std::array<double, 2>& x) {
       work.fit.compute_efficiency = sig(x[0]);
       work.fit.core_bytes_per_cycle = std::exp(x[1]);

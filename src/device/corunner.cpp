@@ -102,8 +102,9 @@ CorunnerTrace CorunnerTrace::make(const std::string& spec, uint64_t seed) {
 
 double CorunnerTrace::at(double t_s) const {
   double t = std::fmod(std::max(t_s, 0.0), period_);
-  auto it = std::upper_bound(seg_.begin(), seg_.end(), t,
-                             [](double v, const std::pair<double, double>& s) { return v < s.first; });
+  auto it =
+      std::upper_bound(seg_.begin(), seg_.end(), t,
+                       [](double v, const std::pair<double, double>& s) { return v < s.first; });
   return it == seg_.begin() ? seg_.front().second : std::prev(it)->second;
 }
 
@@ -113,8 +114,9 @@ double CorunnerTrace::mean(double t0_s, double t1_s) const {
   double sum = 0, t = t0_s;
   while (t < t1_s) {
     double tp = std::fmod(std::max(t, 0.0), period_);
-    auto it = std::upper_bound(seg_.begin(), seg_.end(), tp,
-                               [](double v, const std::pair<double, double>& s) { return v < s.first; });
+    auto it =
+        std::upper_bound(seg_.begin(), seg_.end(), tp,
+                         [](double v, const std::pair<double, double>& s) { return v < s.first; });
     double s = it == seg_.begin() ? seg_.front().second : std::prev(it)->second;
     double next = it == seg_.end() ? period_ : it->first;
     double step = std::min(next - tp, t1_s - t);

@@ -16,7 +16,7 @@ double bytes_per_value(DType t) {
 struct LayerParams {
   double attn = 0, ffn = 0;  // weight counts
   double q_dim = 0, kv_dim = 0, o_in = 0;
-  double lora = 0;           // adapter parameters per expert per unit rank
+  double lora = 0;  // adapter parameters per expert per unit rank
 };
 
 LayerParams layer_params(const ModelConfig& m, const LayerShape& s) {
@@ -95,11 +95,12 @@ Work CostModel::work(int layer, Phase phase, int64_t pos, int64_t n_tokens) cons
   Work w;
   double n = static_cast<double>(n_tokens);
   double d = static_cast<double>(model_.n_embd);
-  double act = 2;  // activations kept in F16 between kernels
+  double act = 2;            // activations kept in F16 between kernels
   if (layer >= n_layer()) {  // final norm + output head
-    double n_out = phase == Phase::Prefill ? static_cast<double>(std::min<int64_t>(
-                                                 n_tokens, std::max<int64_t>(1, opt_.n_logits_prefill)))
-                                           : n;
+    double n_out = phase == Phase::Prefill
+                       ? static_cast<double>(std::min<int64_t>(
+                             n_tokens, std::max<int64_t>(1, opt_.n_logits_prefill)))
+                       : n;
     double vocab = static_cast<double>(model_.n_vocab);
     w.flops = 2 * n_out * d * vocab + 4 * n * d;
     double wbytes = d * vocab * bytes_per_weight_;
@@ -204,6 +205,8 @@ ModelConfig model_preset(const std::string& name) {
   return m;
 }
 
-std::vector<std::string> model_preset_names() { return {"gemma-2b", "llama2-7b", "tinyllama-1.1b"}; }
+std::vector<std::string> model_preset_names() {
+  return {"gemma-2b", "llama2-7b", "tinyllama-1.1b"};
+}
 
 }  // namespace cln::device

@@ -54,7 +54,9 @@ std::vector<double> read_numbers(const fs::path& p, double scale) {
   return out;
 }
 
-bool writable(const fs::path& p) { return fs::exists(p) && ::access(p.c_str(), W_OK) == 0; }
+bool writable(const fs::path& p) {
+  return fs::exists(p) && ::access(p.c_str(), W_OK) == 0;
+}
 
 void write_text(const fs::path& p, const std::string& v) {
   std::ofstream out(p);
@@ -89,7 +91,8 @@ void probe_cpufreq(const fs::path& root, LinuxProbe& pr) {
     k.dir = d.string();
     k.levels_mhz = read_numbers(d / "scaling_available_frequencies", 1e-3);
     if (k.levels_mhz.empty()) {
-      auto lo = read_numbers(d / "cpuinfo_min_freq", 1e-3), hi = read_numbers(d / "cpuinfo_max_freq", 1e-3);
+      auto lo = read_numbers(d / "cpuinfo_min_freq", 1e-3),
+           hi = read_numbers(d / "cpuinfo_max_freq", 1e-3);
       if (!lo.empty() && !hi.empty()) k.levels_mhz = {lo[0], hi[0]};
     }
     auto cur = read_numbers(d / "scaling_cur_freq", 1e-3);
@@ -97,8 +100,8 @@ void probe_cpufreq(const fs::path& root, LinuxProbe& pr) {
     read_text(d / "scaling_governor", k.governor);
     std::string govs;
     read_text(d / "scaling_available_governors", govs);
-    bool can_userspace = k.governor == "userspace" ||
-                         (writable(d / "scaling_governor") && govs.find("userspace") != std::string::npos);
+    bool can_userspace = k.governor == "userspace" || (writable(d / "scaling_governor") &&
+                                                       govs.find("userspace") != std::string::npos);
     if (k.levels_mhz.empty())
       k.why_not = "no scaling_available_frequencies (nor cpuinfo_min/max_freq)";
     else if (!fs::exists(d / "scaling_setspeed"))
@@ -158,7 +161,8 @@ void probe_power(const fs::path& root, LinuxProbe& pr) {
       if (std::regex_match(f, m, pw)) {
         std::string n = m[1];
         PowerRail r;
-        r.label = label_or(d / ("power" + n + "_label"), label_or(d / ("in" + n + "_label"), chip + "/power" + n));
+        r.label = label_or(d / ("power" + n + "_label"),
+                           label_or(d / ("in" + n + "_label"), chip + "/power" + n));
         r.power = e.path().string();
         r.power_scale = 1e-6;  // microwatts
         pr.rails.push_back(r);
@@ -167,7 +171,8 @@ void probe_power(const fs::path& root, LinuxProbe& pr) {
         if (fs::exists(d / ("power" + n + "_input"))) continue;
         if (!fs::exists(d / ("in" + n + "_input"))) continue;
         PowerRail r;
-        r.label = label_or(d / ("in" + n + "_label"), label_or(d / ("curr" + n + "_label"), chip + "/rail" + n));
+        r.label = label_or(d / ("in" + n + "_label"),
+                           label_or(d / ("curr" + n + "_label"), chip + "/rail" + n));
         r.current = e.path().string();
         r.voltage = (d / ("in" + n + "_input")).string();
         pr.rails.push_back(r);
@@ -180,9 +185,12 @@ void probe_power(const fs::path& root, LinuxProbe& pr) {
       std::string f = e.path().filename().string();
       std::string n;
       bool is_power = std::regex_match(f, m, pw);
-      if (is_power) n = m[1];
-      else if (std::regex_match(f, m, cur)) n = m[1];
-      else continue;
+      if (is_power)
+        n = m[1];
+      else if (std::regex_match(f, m, cur))
+        n = m[1];
+      else
+        continue;
       PowerRail r;
       r.label = label_or(d / ("rail_name_" + n), "iio/" + d.filename().string() + "/" + n);
       if (is_power) {
@@ -199,15 +207,17 @@ void probe_power(const fs::path& root, LinuxProbe& pr) {
   }
   std::sort(pr.rails.begin(), pr.rails.end(), [](auto& a, auto& b) { return a.label < b.label; });
   if (pr.rails.empty())
-    pr.missing.push_back("no power rails (no hwmon power/current files, no INA3221 IIO device): "
-                         "energy cannot be measured, only modelled");
+    pr.missing.push_back(
+        "no power rails (no hwmon power/current files, no INA3221 IIO device): "
+        "energy cannot be measured, only modelled");
 }
 
 // The rail(s) that measure the whole board: an input rail when there is one, else all.
 std::vector<PowerRail> total_rails(const std::vector<PowerRail>& rails) {
   std::vector<PowerRail> in;
   for (const auto& r : rails)
-    if (r.label.find("VDD_IN") != std::string::npos || r.label == "IN" || r.label.find("VIN") != std::string::npos)
+    if (r.label.find("VDD_IN") != std::string::npos || r.label == "IN" ||
+        r.label.find("VIN") != std::string::npos)
       in.push_back(r);
   return in.empty() ? rails : in;
 }
@@ -228,7 +238,9 @@ LinuxProbe probe_linux(const std::string& root) {
   probe_power(r, pr);
   bool any = false;
   for (const auto& k : pr.knobs) any = any || k.writable;
-  if (!any) pr.missing.push_back("no frequency can be set here: DVFS controllers can only run on the sim backend");
+  if (!any)
+    pr.missing.push_back(
+        "no frequency can be set here: DVFS controllers can only run on the sim backend");
   return pr;
 }
 
@@ -237,9 +249,10 @@ std::string LinuxProbe::report() const {
   os << "sysfs root: " << root << "\n";
   for (const auto& k : knobs) {
     os << k.kind << " " << k.name << ": " << k.levels_mhz.size() << " levels";
-    if (!k.levels_mhz.empty()) os << " (" << k.levels_mhz.front() << "-" << k.levels_mhz.back() << " MHz)";
-    os << ", now " << k.cur_mhz << " MHz, governor " << (k.governor.empty() ? "?" : k.governor) << ", "
-       << (k.writable ? "settable" : "NOT settable: " + k.why_not) << "\n";
+    if (!k.levels_mhz.empty())
+      os << " (" << k.levels_mhz.front() << "-" << k.levels_mhz.back() << " MHz)";
+    os << ", now " << k.cur_mhz << " MHz, governor " << (k.governor.empty() ? "?" : k.governor)
+       << ", " << (k.writable ? "settable" : "NOT settable: " + k.why_not) << "\n";
   }
   for (const auto& r : rails) {
     os << "power rail " << r.label << ": ";
@@ -265,19 +278,23 @@ LinuxDevice::LinuxDevice(const std::string& root, const std::string& knob) {
   if (!pick) {
     std::ostringstream os;
     os << "linux backend: ";
-    if (!knob.empty()) os << "no frequency knob named \"" << knob << "\"";
-    else os << "no settable frequency knob";
+    if (!knob.empty())
+      os << "no frequency knob named \"" << knob << "\"";
+    else
+      os << "no settable frequency knob";
     for (const auto& m : pr.missing) os << "; " << m;
     fail(os.str());
   }
-  if (!pick->writable) fail("linux backend: ", pick->kind, " ", pick->name, " cannot be set: ", pick->why_not);
+  if (!pick->writable)
+    fail("linux backend: ", pick->kind, " ", pick->name, " cannot be set: ", pick->why_not);
   knob_ = *pick;
   rails_ = total_rails(pr.rails);
   for (double f : knob_.levels_mhz) levels_.push_back({f, 0});
   level_ = static_cast<int>(levels_.size()) - 1;
   double best = std::numeric_limits<double>::max();
   for (size_t i = 0; i < levels_.size(); ++i)  // start at whatever level it runs at
-    if (std::abs(levels_[i].mhz - knob_.cur_mhz) < best) best = std::abs(levels_[i].mhz - knob_.cur_mhz), level_ = static_cast<int>(i);
+    if (std::abs(levels_[i].mhz - knob_.cur_mhz) < best)
+      best = std::abs(levels_[i].mhz - knob_.cur_mhz), level_ = static_cast<int>(i);
   t0_ = std::chrono::steady_clock::now();
   last_p_ = rails_.empty() ? 0 : read_power_w();
 }

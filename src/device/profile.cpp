@@ -93,8 +93,8 @@ class Obj {
 void check_ascending(const std::vector<double>& v, const Obj& o, const std::string& what) {
   for (size_t i = 1; i < v.size(); ++i)
     if (!(v[i] > v[i - 1]))
-      fail(o.origin(), ": ", o.where(what), "[", i, "]: levels must be sorted ascending and distinct (",
-           v[i - 1], " then ", v[i], ")");
+      fail(o.origin(), ": ", o.where(what), "[", i,
+           "]: levels must be sorted ascending and distinct (", v[i - 1], " then ", v[i], ")");
 }
 
 ComputeUnit read_unit(const Obj& o) {
@@ -116,7 +116,8 @@ ComputeUnit read_unit(const Obj& o) {
   check_ascending(mhz, o, "levels");
   for (size_t i = 1; i < u.levels.size(); ++i)
     if (u.levels[i].volt < u.levels[i - 1].volt)
-      fail(o.origin(), ": ", o.where("levels"), "[", i, "].volt: voltage must not fall as frequency rises");
+      fail(o.origin(), ": ", o.where("levels"), "[", i,
+           "].volt: voltage must not fall as frequency rises");
   Obj p = o.obj("power");
   p.allow({"static_w_per_v", "dynamic_w_per_ghz_v2", "idle_activity"});
   u.power.static_w_per_v = p.num("static_w_per_v", 0, 1e4);
@@ -235,8 +236,8 @@ DeviceProfile DeviceProfile::find(const std::string& name_or_path) {
     if (fs::is_directory(profile_dir()))
       for (const auto& e : fs::directory_iterator(profile_dir()))
         if (e.path().extension() == ".json") names << " " << e.path().stem().string();
-    fail("no device profile named \"", name_or_path, "\" in ", profile_dir(), " (have:", names.str(),
-         ")");
+    fail("no device profile named \"", name_or_path, "\" in ", profile_dir(),
+         " (have:", names.str(), ")");
   }
   return load(p.string());
 }
@@ -248,7 +249,10 @@ json DeviceProfile::to_json() const {
   j["description"] = description;
   j["units"] = json::array();
   for (const auto& u : units) {
-    json ju{{"name", u.name}, {"kind", u.kind}, {"cores", u.cores}, {"work_per_cycle", u.work_per_cycle}};
+    json ju{{"name", u.name},
+            {"kind", u.kind},
+            {"cores", u.cores},
+            {"work_per_cycle", u.work_per_cycle}};
     ju["levels"] = json::array();
     for (const auto& l : u.levels) ju["levels"].push_back({{"mhz", l.mhz}, {"volt", l.volt}});
     ju["power"] = {{"static_w_per_v", u.power.static_w_per_v},
@@ -269,12 +273,10 @@ json DeviceProfile::to_json() const {
                  {"static_w", memory.static_w}};
   j["storage_gbps"] = storage_gbps;
   j["board_idle_w"] = board_idle_w;
-  j["fit"] = {{"compute_efficiency", fit.compute_efficiency},
-              {"dram_efficiency", fit.dram_efficiency},
-              {"core_bytes_per_cycle", fit.core_bytes_per_cycle},
-              {"overlap", fit.overlap},
-              {"layer_overhead_us", fit.layer_overhead_us},
-              {"contention", fit.contention}};
+  j["fit"] = {
+      {"compute_efficiency", fit.compute_efficiency},     {"dram_efficiency", fit.dram_efficiency},
+      {"core_bytes_per_cycle", fit.core_bytes_per_cycle}, {"overlap", fit.overlap},
+      {"layer_overhead_us", fit.layer_overhead_us},       {"contention", fit.contention}};
   j["accelerator"] = {{"sfu",
                        {{"switch_latency_us", sfu.switch_latency_us},
                         {"switch_energy_uj", sfu.switch_energy_uj},

@@ -18,7 +18,7 @@ void SimDevice::set_level(int i) {
 }
 
 void SimDevice::on_layer(const LayerEvent& ev) {
-  last_ = model_->layer_cost(ev, level_, corunner_.at(now_));
+  last_ = model_->layer_cost(ev, level_, corunner_.at(now_ + shift_));
   now_ += last_.time_s;
   energy_ += last_.energy_j;
 }

@@ -30,9 +30,9 @@ FixedRun run_fixed(std::shared_ptr<const CostModel> model, const CorunnerTrace& 
                    int64_t prompt, int64_t n_out, int level = -1, int64_t n_batch = 4096);
 
 struct CalibrationPoint {
-  std::string what;     // "TTFT 128-token prompt"
-  double measured = 0;  // the paper's number (seconds)
-  double lo = 0, hi = 0;// accepted band when the paper gives a range (else both = measured)
+  std::string what;       // "TTFT 128-token prompt"
+  double measured = 0;    // the paper's number (seconds)
+  double lo = 0, hi = 0;  // accepted band when the paper gives a range (else both = measured)
   double modelled = 0;
   double rel_err() const;  // 0 inside [lo, hi], else relative distance to the band
 };

@@ -16,16 +16,19 @@ class CorunnerTrace {
   // rows, header optional, times ascending).
   static CorunnerTrace make(const std::string& spec, uint64_t seed);
   static CorunnerTrace constant(double s);
-  static std::vector<std::string> pattern_names() { return {"idle", "web-search", "video", "bursty"}; }
+  static std::vector<std::string> pattern_names() {
+    return {"idle", "web-search", "video", "bursty"};
+  }
 
   const std::string& name() const { return name_; }
-  double at(double t_s) const;                 // intensity at device time t (periodic past the end)
-  double mean(double t0_s, double t1_s) const; // time-average over [t0, t1]
+  double at(double t_s) const;  // intensity at device time t (periodic past the end)
+  double mean(double t0_s, double t1_s) const;  // time-average over [t0, t1]
   double period_s() const { return period_; }
 
  private:
   std::string name_;
-  std::vector<std::pair<double, double>> seg_;  // (start time, intensity), starts ascending, first 0
+  std::vector<std::pair<double, double>>
+      seg_;  // (start time, intensity), starts ascending, first 0
   double period_ = 1;
 };
 

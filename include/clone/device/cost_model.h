@@ -35,9 +35,9 @@ struct Cost {
 };
 
 struct CostOptions {
-  bool sfu = false;               // accelerator: fast, near-continuous DVFS
-  bool lpu = false;               // accelerator: LoRA experts resident on chip
-  int n_experts = 0;              // active LoRA experts per pass (soft MoE mixes all of them)
+  bool sfu = false;   // accelerator: fast, near-continuous DVFS
+  bool lpu = false;   // accelerator: LoRA experts resident on chip
+  int n_experts = 0;  // active LoRA experts per pass (soft MoE mixes all of them)
   int64_t lora_rank = 8;
   double kv_bytes_per_value = 2;  // KV cache element size (F16 on the Jetson runtimes)
   int64_t n_logits_prefill = 1;   // logits computed at the end of a prefill pass
@@ -71,8 +71,8 @@ class CostModel {
   double expert_swap_s() const;
   double expert_swap_j() const;
 
-  double weight_bytes() const { return weight_bytes_; }         // all weights, head included
-  double resident_fraction() const { return resident_; }        // < 1: weights stream (offload)
+  double weight_bytes() const { return weight_bytes_; }   // all weights, head included
+  double resident_fraction() const { return resident_; }  // < 1: weights stream (offload)
   bool offloaded() const { return resident_ < 1; }
   double board_idle_w() const { return profile_.board_idle_w; }
 

@@ -16,19 +16,19 @@
 namespace cln::device {
 
 struct FreqKnob {
-  std::string kind;                 // "cpufreq" or "devfreq"
-  std::string name;                 // "policy0", "17000000.gpu"
-  std::string dir;                  // its sysfs directory
-  std::vector<double> levels_mhz;   // ascending
-  double cur_mhz = 0;               // NaN-free: 0 when unreadable
+  std::string kind;                // "cpufreq" or "devfreq"
+  std::string name;                // "policy0", "17000000.gpu"
+  std::string dir;                 // its sysfs directory
+  std::vector<double> levels_mhz;  // ascending
+  double cur_mhz = 0;              // NaN-free: 0 when unreadable
   std::string governor;
-  bool writable = false;            // can set a frequency (userspace governor or min/max files)
-  std::string why_not;              // when not writable: what is missing
+  bool writable = false;  // can set a frequency (userspace governor or min/max files)
+  std::string why_not;    // when not writable: what is missing
 };
 
 struct PowerRail {
-  std::string label;   // "VDD_IN", "VDD_CPU_GPU_CV", or the file stem
-  std::string power;   // file giving power directly ("" if computed from current x voltage)
+  std::string label;       // "VDD_IN", "VDD_CPU_GPU_CV", or the file stem
+  std::string power;       // file giving power directly ("" if computed from current x voltage)
   double power_scale = 0;  // watts per unit of the power file
   std::string current, voltage;  // mA and mV files when power is computed
   double read_w() const;         // throws cln::Error if a file vanished

@@ -16,9 +16,9 @@ struct OperatingPoint {
 };
 
 struct UnitPower {
-  double static_w_per_v = 0;       // leakage: P_static = static_w_per_v * V
-  double dynamic_w_per_ghz_v2 = 0; // switching: P_dyn = c * V^2 * f[GHz] * activity
-  double idle_activity = 0;        // activity while stalled on memory (clock tree, issue)
+  double static_w_per_v = 0;        // leakage: P_static = static_w_per_v * V
+  double dynamic_w_per_ghz_v2 = 0;  // switching: P_dyn = c * V^2 * f[GHz] * activity
+  double idle_activity = 0;         // activity while stalled on memory (clock tree, issue)
 };
 
 struct UnitDvfs {
@@ -27,39 +27,39 @@ struct UnitDvfs {
 };
 
 struct ComputeUnit {
-  std::string name;                   // "gpu", "cpu"
-  std::string kind;                   // "gpu" | "cpu"
+  std::string name;  // "gpu", "cpu"
+  std::string kind;  // "gpu" | "cpu"
   int cores = 0;
-  double work_per_cycle = 0;          // peak FLOPs per cycle, whole unit (FP16 dense for GPUs)
-  std::vector<OperatingPoint> levels; // ascending by mhz
+  double work_per_cycle = 0;           // peak FLOPs per cycle, whole unit (FP16 dense for GPUs)
+  std::vector<OperatingPoint> levels;  // ascending by mhz
   UnitPower power;
   UnitDvfs dvfs;
-  std::string sysfs;                  // linux backend: cpufreq policy or devfreq device name
+  std::string sysfs;  // linux backend: cpufreq policy or devfreq device name
 
   double fmax_mhz() const { return levels.back().mhz; }
   double fmin_mhz() const { return levels.front().mhz; }
 };
 
 struct Memory {
-  double size_gb = 0;                // physical memory (GB = 1e9 bytes)
-  double usable_fraction = 0;        // share the model and KV cache may take
-  double bus_bytes_per_cycle = 0;    // bytes per memory clock (both edges, whole bus)
-  std::vector<double> levels_mhz;    // memory (EMC) clock levels, ascending
-  double mhz = 0;                    // the clock the memory runs at under load
-  double pj_per_byte = 0;            // DRAM access energy
-  double static_w = 0;               // extra DRAM power while active
+  double size_gb = 0;              // physical memory (GB = 1e9 bytes)
+  double usable_fraction = 0;      // share the model and KV cache may take
+  double bus_bytes_per_cycle = 0;  // bytes per memory clock (both edges, whole bus)
+  std::vector<double> levels_mhz;  // memory (EMC) clock levels, ascending
+  double mhz = 0;                  // the clock the memory runs at under load
+  double pj_per_byte = 0;          // DRAM access energy
+  double static_w = 0;             // extra DRAM power while active
 
   double peak_bandwidth() const { return bus_bytes_per_cycle * mhz * 1e6; }  // bytes/s
 };
 
 // Factors fitted to measurements (docs/device.md says how each was fitted).
 struct Fit {
-  double compute_efficiency = 1;  // achieved / peak FLOPs in compute-bound passes
-  double dram_efficiency = 1;     // achieved / peak DRAM bandwidth
-  double core_bytes_per_cycle = 0;// bytes the unit moves per core clock (0 = not a limit)
-  double overlap = 0;             // t = max(tc, tm) + overlap * min(tc, tm)
-  double layer_overhead_us = 0;   // fixed cost per layer pass (launches, sync)
-  double contention = 0;          // co-runner of intensity s leaves (1 - contention*s)
+  double compute_efficiency = 1;    // achieved / peak FLOPs in compute-bound passes
+  double dram_efficiency = 1;       // achieved / peak DRAM bandwidth
+  double core_bytes_per_cycle = 0;  // bytes the unit moves per core clock (0 = not a limit)
+  double overlap = 0;               // t = max(tc, tm) + overlap * min(tc, tm)
+  double layer_overhead_us = 0;     // fixed cost per layer pass (launches, sync)
+  double contention = 0;            // co-runner of intensity s leaves (1 - contention*s)
 };
 
 struct Sfu {  // the paper's fast-switching DVFS unit
@@ -68,7 +68,7 @@ struct Sfu {  // the paper's fast-switching DVFS unit
   double step_mhz = 10;  // near-continuous frequency grid
 };
 
-struct Lpu {  // LoRA experts resident in on-chip non-volatile memory
+struct Lpu {                 // LoRA experts resident in on-chip non-volatile memory
   double swap_us = 5;        // time to switch the active expert set
   double pj_per_flop = 0.5;  // energy of adapter compute on the LPU
 };
@@ -77,7 +77,7 @@ struct DeviceProfile {
   std::string name;
   std::string description;
   std::vector<ComputeUnit> units;
-  std::string run_on;       // name of the unit that runs the model (the DVFS knob)
+  std::string run_on;  // name of the unit that runs the model (the DVFS knob)
   Memory memory;
   double storage_gbps = 0;  // storage read bandwidth, GB/s (offloaded weights stream at this)
   double board_idle_w = 0;  // everything else on the board while it serves

@@ -23,7 +23,7 @@ class SimDevice : public DeviceBackend {
   void on_layer(const LayerEvent& ev) override;
   double now_s() const override { return now_; }
   double energy_j() const override { return energy_; }
-  double corunner_intensity() const override { return corunner_.at(now_); }
+  double corunner_intensity() const override { return corunner_.at(now_ + shift_); }
   double last_util() const override { return last_.util; }
   int64_t switches() const override { return switches_; }
 
@@ -31,6 +31,11 @@ class SimDevice : public DeviceBackend {
   std::shared_ptr<const CostModel> model_ptr() const { return model_; }
   const CorunnerTrace& corunner() const { return corunner_; }
   const Cost& last_cost() const { return last_; }
+  // Co-runner intensity at device time t (t + the phase shift, see anchor_corunner).
+  double corunner_at(double t) const { return corunner_.at(t + shift_); }
+  // Make the co-runner trace read its time t_trace now, so that every controller meets
+  // the same co-runner phase at the start of the same request however long earlier ones took.
+  void anchor_corunner(double t_trace) { shift_ = t_trace - now_; }
   // Idle until device time t (the board's idle draw is not charged to any request).
   void idle_until(double t) { now_ = std::max(now_, t); }
   // Charge a fixed delay with its energy (loading LoRA experts, for instance).
@@ -40,7 +45,7 @@ class SimDevice : public DeviceBackend {
   std::shared_ptr<const CostModel> model_;
   CorunnerTrace corunner_;
   int level_;
-  double now_ = 0, energy_ = 0;
+  double now_ = 0, energy_ = 0, shift_ = 0;
   int64_t switches_ = 0;
   Cost last_;
 };

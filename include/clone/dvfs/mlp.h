@@ -1,0 +1,30 @@
+// The learned controller's network: inputs -> tanh hidden -> sigmoid output, the output
+// being the clock as a fraction of the way from the lowest to the highest level.
+// Plain arrays, no allocation per call: a decision is a few hundred multiply-adds.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cln::dvfs {
+
+struct Mlp {
+  int n_in = 0, n_hidden = 0;
+  std::vector<float> w1;  // [n_hidden, n_in]
+  std::vector<float> b1;  // [n_hidden]
+  std::vector<float> w2;  // [n_hidden]
+  float b2 = 0;
+  std::vector<float> mean, scale;  // per-input normalisation: (x - mean) * scale
+
+  void init(int inputs, int hidden, uint64_t seed);
+  int n_params() const { return n_hidden * n_in + n_hidden + n_hidden + 1; }
+  float forward(const float* x) const;  // in (0, 1)
+  // Forward keeping the hidden activations (for training); x already normalised.
+  float forward_norm(const float* xn, float* hidden) const;
+
+  void save(const std::string& path, const std::string& meta_json = "{}") const;
+  static Mlp load(const std::string& path);  // throws cln::Error naming the bad field
+};
+
+}  // namespace cln::dvfs

@@ -1,0 +1,109 @@
+// DVFS controllers: one interface, called at every layer boundary of every pass with the
+// request's state; it returns the frequency level for the layer about to run.
+//   performance  top clock always            powersave  bottom clock always
+//   schedutil    utilization governor: f = 1.25 * f_max * frequency-invariant compute
+//                utilization over the last window (what Linux schedutil/ondemand do)
+//   static       one clock per request, the lowest whose predicted TTFT and TPOT meet the
+//                SLO (the workload-level black-box approach)
+//   learned      two-layer MLP (< 1K parameters) over the state below, trained in the
+//                simulator by imitation (see train.h); models/dvfs/ ships the weights
+//   mpc          the learned policy's teacher: a Lagrangian solve of the rest of the
+//                phase assuming the co-runner stays as it is now (milliseconds per call)
+//   oracle       knows the true lengths and the co-runner's future; plans the whole
+//                request as a minimum-energy schedule meeting the SLO (the bound)
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "clone/device/cost_model.h"
+#include "clone/device/sim.h"
+#include "clone/engine/hook.h"
+
+namespace cln::dvfs {
+
+struct RequestInfo {
+  int64_t prompt = 0;
+  int64_t predicted_output = 0;  // from the length predictor
+  int64_t true_output = 0;       // only the oracle may look
+  double ttft_target_s = 0, tpot_target_s = 0;
+  double arrival_s = 0;  // device time it arrived
+  double start_s = 0;    // device time service began
+};
+
+// The controller's view at a layer boundary.
+struct State {
+  Phase phase = Phase::Prefill;
+  int layer = 0, n_layer = 0;  // layer == n_layer: the output head
+  int64_t pos = 0, n_tokens = 0;
+  double corunner = 0;       // co-runner intensity now, 0..1
+  double corunner_peak = 0;  // recent peak (decays over ~10 s): what may come back
+  double ttft_target_s = 0, tpot_target_s = 0;
+  int64_t prompt = 0;
+  int64_t tokens_done = 0;          // output tokens produced so far
+  int64_t predicted_remaining = 0;  // output tokens still to come (predicted, >= 1 while running)
+  double elapsed_s = 0;             // since arrival
+  double phase_elapsed_s = 0;       // prefill: since arrival; decode: since the first token
+  double slack_s = 0;               // budget due so far minus time spent (negative: behind)
+  double budget_left_s = 0;         // phase budget still available
+  double work_left_s =
+      0;  // predicted rest of the phase at the top clock, co-runner at its recent peak
+  double ttft_est_s = 0, tpot_est_s = 0;  // whole prefill / one decode token at top clock, idle
+  int level = 0;
+  double util = 0;  // compute busy fraction of the last layer
+  double last_layer_s = 0;
+  double now_s = 0;
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual std::string name() const = 0;
+  // Called once per request before its first layer; sim is the device (oracle only).
+  virtual void begin(const RequestInfo& info, const device::SimDevice* sim) {
+    (void)info;
+    (void)sim;
+  }
+  virtual int decide(const State& s) = 0;
+};
+
+struct PolicyOptions {
+  std::string learned_path;  // MLP weights (JSON); empty = the shipped one for the profile
+  double schedutil_window_s = 0.02;
+  int64_t n_batch = 512;  // prefill pass length (the oracle plans the same events)
+};
+
+// "performance", "powersave", "schedutil", "static", "learned", "mpc", "oracle".
+std::unique_ptr<Policy> make_policy(const std::string& name,
+                                    std::shared_ptr<const device::CostModel> model,
+                                    const PolicyOptions& opt = {});
+std::vector<std::string> policy_names();
+
+// Per-layer times at the top clock on an idle device for this request's prefill and for
+// one decode token at mid-generation (what a controller precomputes from the cost model).
+struct Estimates {
+  int64_t n_batch = 512;
+  std::vector<std::vector<double>> prefill_pass_s;  // [pass][layer], n_layer + 1 layers (head last)
+  std::vector<double> prefill_layer_s;  // n_layer + 1 entries (head last), all prefill passes
+  std::vector<double> decode_layer_s;   // n_layer + 1 entries
+  double prefill_s = 0, decode_token_s = 0;
+};
+Estimates estimate(const device::CostModel& m, int64_t prompt, int64_t predicted_output,
+                   int64_t n_batch);
+
+// The MPC teacher's choice for one state (also used to label training data): minimise
+// the phase's remaining energy subject to its remaining budget, co-runner held at s.corunner.
+int mpc_level(const device::CostModel& m, const State& s);
+// The budget online controllers plan against: budget_left less a small reserve.
+double usable_budget(const device::CostModel& m, const State& s);
+// The lowest level >= k after which the top clock could still finish the phase in budget
+// (the learned policy's one-step safety check).
+int safe_level(const device::CostModel& m, const State& s, int k);
+
+// Normalised MLP inputs for a state (kFeatures values).
+constexpr int kFeatures = 9;
+void features(const State& s, float* out);
+
+}  // namespace cln::dvfs

@@ -1,0 +1,117 @@
+// Serving requests on a device with a controller. RequestDriver is fed the engine's
+// layer events (analytically from shapes, or from the engine's hook in co-simulation):
+// at each it builds the controller's state, applies the chosen level and lets the device
+// charge the layer. run_workload() serves a whole workload; sweep() every controller
+// under every co-runner pattern, with the per-controller summary `clone sim` prints.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "clone/device/sim.h"
+#include "clone/dvfs/policy.h"
+#include "clone/workload/workload.h"
+
+namespace cln::dvfs {
+
+// Output-length predictor: the true length, or that times exp(noise * N(0,1)) (seeded
+// per request), standing in until a learned predictor exists.
+struct LengthPredictor {
+  double noise = 0;
+  uint64_t seed = 7;
+  int64_t predict(const workload::Request& r) const;
+};
+
+struct RequestResult {
+  int64_t id = 0;
+  std::string slo;
+  int64_t prompt = 0, output = 0, predicted = 0;
+  double queue_s = 0, ttft_s = 0, tpot_s = 0, e2e_s = 0, energy_j = 0;
+  double ttft_target_s = 0, tpot_target_s = 0;
+  int64_t switches = 0;
+  bool met = false;      // TTFT and mean TPOT within target
+  bool feasible = true;  // the top clock, from the same start, would have met it
+};
+
+struct TimelinePoint {
+  int64_t pass = 0;  // 0 .. prefill passes-1, then one per decode token
+  Phase phase = Phase::Prefill;
+  int layer = 0;
+  double t_s = 0;  // since arrival
+  double mhz = 0;
+  double corunner = 0;
+};
+
+class RequestDriver {
+ public:
+  RequestDriver(device::SimDevice& dev, Policy& pol, const workload::Request& r, double arrival_s,
+                int64_t predicted_output, int64_t n_batch,
+                std::vector<TimelinePoint>* timeline = nullptr);
+  void on_event(const LayerEvent& ev);
+  LayerHook hook() {
+    return [this](const LayerEvent& ev) { on_event(ev); };
+  }
+  RequestResult finish();
+
+ private:
+  device::SimDevice& dev_;
+  Policy& pol_;
+  workload::Request req_;
+  RequestInfo info_;
+  Estimates est_;
+  std::vector<TimelinePoint>* tl_;
+  double e0_, first_ = -1;
+  int64_t sw0_, pass_ = -1, decode_passes_ = 0;
+  double pass_start_ = 0, peak_ = 0, peak_t_ = 0;
+  Phase phase_ = Phase::Prefill;
+};
+
+// Would the top clock meet r's SLO from the device's current state? (A replay on a copy.)
+bool feasible_at_top(const device::SimDevice& dev, const workload::Request& r, double arrival_s,
+                     int64_t n_batch);
+
+struct RunOptions {
+  int64_t n_batch = 512;
+  bool closed_loop = true;        // next request arrives think_s after the previous ends
+                                  // (one user on one device); false: at arrival_s, queueing
+  int64_t timeline_request = -1;  // record the timeline of this request id
+  std::vector<TimelinePoint>* timeline = nullptr;
+};
+
+std::vector<RequestResult> run_workload(device::SimDevice& dev, Policy& pol,
+                                        const std::vector<workload::Request>& reqs,
+                                        const LengthPredictor& pred, const RunOptions& opt);
+
+struct Summary {
+  std::string controller, corunner;
+  size_t n = 0, infeasible = 0;
+  double energy_j = 0;                                            // mean per request
+  double ttft_p50 = 0, ttft_p99 = 0, tpot_p50 = 0, tpot_p99 = 0;  // seconds
+  double attainment = 0;           // % of all requests meeting their SLO
+  double attainment_feasible = 0;  // % of feasible requests meeting it
+  double switches_per_token = 0;
+};
+Summary summarize(const std::string& controller, const std::string& corunner,
+                  const std::vector<RequestResult>& rs);
+
+struct SweepSpec {
+  std::vector<std::string> controllers;
+  std::vector<std::string> corunners;  // pattern names or CSV paths
+  uint64_t corunner_seed = 1;
+  PolicyOptions policy;
+  LengthPredictor predictor;
+  RunOptions run;
+  std::function<void(const std::string&)> progress;  // one line per finished run
+};
+struct SweepResult {
+  std::vector<Summary> summaries;
+  std::vector<std::vector<RequestResult>> results;  // parallel to summaries
+  std::vector<TimelinePoint> timeline;              // of run.timeline_request, first controller hit
+  std::string timeline_controller, timeline_corunner;
+};
+SweepResult sweep(std::shared_ptr<const device::CostModel> model,
+                  const std::vector<workload::Request>& reqs, const SweepSpec& spec);
+
+}  // namespace cln::dvfs

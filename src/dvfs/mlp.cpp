@@ -1,0 +1,105 @@
+#include "clone/dvfs/mlp.h"
+
+#include <cmath>
+#include <fstream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "clone/core/error.h"
+
+namespace cln::dvfs {
+
+void Mlp::init(int inputs, int hidden, uint64_t seed) {
+  n_in = inputs, n_hidden = hidden;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> z(0, 1);
+  float s1 = 1.0f / std::sqrt(static_cast<float>(inputs)),
+        s2 = 1.0f / std::sqrt(static_cast<float>(hidden));
+  w1.resize(static_cast<size_t>(hidden * inputs));
+  for (auto& w : w1) w = z(rng) * s1;
+  b1.assign(static_cast<size_t>(hidden), 0);
+  w2.resize(static_cast<size_t>(hidden));
+  for (auto& w : w2) w = z(rng) * s2;
+  b2 = 0;
+  mean.assign(static_cast<size_t>(inputs), 0);
+  scale.assign(static_cast<size_t>(inputs), 1);
+}
+
+float Mlp::forward_norm(const float* xn, float* hidden) const {
+  float o = b2;
+  for (int j = 0; j < n_hidden; ++j) {
+    const float* w = &w1[static_cast<size_t>(j * n_in)];
+    float a = b1[static_cast<size_t>(j)];
+    for (int i = 0; i < n_in; ++i) a += w[i] * xn[i];
+    float h = std::tanh(a);
+    if (hidden) hidden[j] = h;
+    o += w2[static_cast<size_t>(j)] * h;
+  }
+  return 1.0f / (1.0f + std::exp(-o));
+}
+
+float Mlp::forward(const float* x) const {
+  float xn[64];
+  for (int i = 0; i < n_in; ++i)
+    xn[i] = (x[i] - mean[static_cast<size_t>(i)]) * scale[static_cast<size_t>(i)];
+  return forward_norm(xn, nullptr);
+}
+
+void Mlp::save(const std::string& path, const std::string& meta_json) const {
+  nlohmann::json j;
+  j["format"] = "clone.dvfs-mlp/1";
+  j["n_in"] = n_in;
+  j["n_hidden"] = n_hidden;
+  j["w1"] = w1;
+  j["b1"] = b1;
+  j["w2"] = w2;
+  j["b2"] = b2;
+  j["mean"] = mean;
+  j["scale"] = scale;
+  j["meta"] = nlohmann::json::parse(meta_json);
+  std::ofstream out(path);
+  if (!out) fail("cannot write ", path);
+  out << j.dump(1) << "\n";
+}
+
+Mlp Mlp::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("cannot open DVFS policy ", path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    fail(path, ": malformed JSON: ", e.what());
+  }
+  auto need = [&](const char* k) -> const nlohmann::json& {
+    if (!j.contains(k)) fail(path, ": ", k, ": missing field");
+    return j.at(k);
+  };
+  if (need("format") != "clone.dvfs-mlp/1") fail(path, ": format: expected \"clone.dvfs-mlp/1\"");
+  Mlp m;
+  try {
+    m.n_in = need("n_in").get<int>();
+    m.n_hidden = need("n_hidden").get<int>();
+    m.w1 = need("w1").get<std::vector<float>>();
+    m.b1 = need("b1").get<std::vector<float>>();
+    m.w2 = need("w2").get<std::vector<float>>();
+    m.b2 = need("b2").get<float>();
+    m.mean = need("mean").get<std::vector<float>>();
+    m.scale = need("scale").get<std::vector<float>>();
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, ": wrong type: ", e.what());
+  }
+  auto size = [&](const std::vector<float>& v, size_t n, const char* k) {
+    if (v.size() != n) fail(path, ": ", k, ": expected ", n, " values, got ", v.size());
+  };
+  if (m.n_in <= 0 || m.n_in > 64 || m.n_hidden <= 0) fail(path, ": n_in/n_hidden out of range");
+  size(m.w1, static_cast<size_t>(m.n_in * m.n_hidden), "w1");
+  size(m.b1, static_cast<size_t>(m.n_hidden), "b1");
+  size(m.w2, static_cast<size_t>(m.n_hidden), "w2");
+  size(m.mean, static_cast<size_t>(m.n_in), "mean");
+  size(m.scale, static_cast<size_t>(m.n_in), "scale");
+  return m;
+}
+
+}  // namespace cln::dvfs

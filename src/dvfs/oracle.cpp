@@ -1,0 +1,230 @@
+// The oracle: minimum-energy schedule of clock levels over every (pass, layer) of a
+// request such that TTFT <= target and mean TPOT <= target, knowing the true output
+// length and the co-runner's future.
+//
+// Each phase is a resource-constrained shortest path: nodes are layer passes, a node's
+// cost at level k is E_ik with duration T_ik, and changing level costs the switch
+// energy and latency. Lagrangian relaxation turns the time budget into a price lambda:
+// a Viterbi pass minimises sum E + lambda*T (+ switch costs) exactly, and bisection on
+// lambda finds the cheapest schedule within the budget. The relaxation can leave slack
+// when identical passes all jump to the next level together, so the last step blends
+// the two schedules that bracket the budget (a prefix at the faster one), which brings
+// the result within one node of the LP bound. The co-runner's intensity depends on when
+// each node runs, which depends on the schedule: three fixed-point rounds, then a replay
+// on a copy of the simulator confirms the SLO (tightening the budget if it slipped).
+#include "oracle.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "clone/core/error.h"
+#include "clone/device/calibrate.h"
+
+namespace cln::dvfs {
+
+using device::CostModel;
+
+namespace {
+
+class Oracle : public Policy {
+ public:
+  Oracle(std::shared_ptr<const CostModel> m, int64_t n_batch)
+      : m_(std::move(m)), n_batch_(n_batch) {}
+  std::string name() const override { return "oracle"; }
+  void begin(const RequestInfo& r, const device::SimDevice* sim) override;
+  int decide(const State& s) override {
+    if (next_ >= plan_.size() || nodes_[next_].layer != s.layer) return m_->max_level();
+    return plan_[next_++];
+  }
+
+ private:
+  struct Segment {
+    size_t a, b;  // node range
+    double budget;
+  };
+  std::vector<int> solve(const Segment& seg, int prev, double sw_t, double sw_e) const;
+  double seg_time(const std::vector<int>& p, const Segment& seg, int prev, double sw_t) const;
+  double seg_energy(const std::vector<int>& p, const Segment& seg, int prev, double sw_e) const;
+  bool replay(const RequestInfo& r, const device::SimDevice& sim) const;
+
+  std::shared_ptr<const CostModel> m_;
+  int64_t n_batch_;
+  std::vector<LayerEvent> nodes_;
+  std::vector<int> plan_;
+  std::vector<double> T_, E_;  // [node, level]
+  size_t next_ = 0;
+  int L_ = 0;
+};
+
+double Oracle::seg_time(const std::vector<int>& p, const Segment& seg, int prev,
+                        double sw_t) const {
+  double t = 0;
+  for (size_t i = seg.a; i < seg.b; ++i) {
+    int k = p[i - seg.a];
+    if (k != prev) t += sw_t;
+    t += T_[i * L_ + k];
+    prev = k;
+  }
+  return t;
+}
+
+double Oracle::seg_energy(const std::vector<int>& p, const Segment& seg, int prev,
+                          double sw_e) const {
+  double e = 0;
+  for (size_t i = seg.a; i < seg.b; ++i) {
+    int k = p[i - seg.a];
+    if (k != prev) e += sw_e;
+    e += E_[i * L_ + k];
+    prev = k;
+  }
+  return e;
+}
+
+std::vector<int> Oracle::solve(const Segment& seg, int prev, double sw_t, double sw_e) const {
+  size_t n = seg.b - seg.a;
+  std::vector<int> path(n, L_ - 1);
+  if (n == 0) return path;
+  std::vector<double> dp(L_), nd(L_);
+  std::vector<int16_t> back(n * L_);
+  auto viterbi = [&](double lambda) {
+    double sw = sw_e + lambda * sw_t;
+    for (int k = 0; k < L_; ++k) dp[k] = (k == prev ? 0 : sw);
+    for (size_t i = 0; i < n; ++i) {
+      size_t node = seg.a + i;
+      int best = 0;
+      for (int k = 1; k < L_; ++k)
+        if (dp[k] < dp[best]) best = k;
+      for (int k = 0; k < L_; ++k) {
+        double stay = dp[k], move = dp[best] + sw;
+        int from = stay <= move ? k : best;
+        nd[k] = std::min(stay, move) + E_[node * L_ + k] + lambda * T_[node * L_ + k];
+        back[i * L_ + k] = static_cast<int16_t>(i == 0 ? k : from);
+      }
+      std::swap(dp, nd);
+    }
+    std::vector<int> p(n);
+    int k = static_cast<int>(std::min_element(dp.begin(), dp.end()) - dp.begin());
+    for (size_t i = n; i-- > 0;) {
+      p[i] = k;
+      k = back[i * L_ + k];
+    }
+    return p;
+  };
+  std::vector<int> fast(n, L_ - 1);
+  if (seg_time(fast, seg, prev, sw_t) > seg.budget) return fast;  // infeasible: run flat out
+  std::vector<int> p0 = viterbi(0);
+  if (seg_time(p0, seg, prev, sw_t) <= seg.budget) return p0;
+  double lo = 1e-3, hi = 1e4;
+  std::vector<int> phi = viterbi(hi), plo = p0;
+  if (seg_time(phi, seg, prev, sw_t) > seg.budget) phi = fast;
+  for (int it = 0; it < 24; ++it) {
+    double mid = std::sqrt(lo * hi);
+    std::vector<int> p = viterbi(mid);
+    if (seg_time(p, seg, prev, sw_t) <= seg.budget)
+      hi = mid, phi = std::move(p);
+    else
+      lo = mid, plo = std::move(p);
+  }
+  // Blend: the first j nodes as in the fast plan, the rest as in the slow one.
+  size_t a = 0, b = n;
+  auto blend = [&](size_t j) {
+    std::vector<int> p(plo);
+    std::copy(phi.begin(), phi.begin() + static_cast<std::ptrdiff_t>(j), p.begin());
+    return p;
+  };
+  while (a < b) {
+    size_t mid = (a + b) / 2;
+    if (seg_time(blend(mid), seg, prev, sw_t) <= seg.budget)
+      b = mid;
+    else
+      a = mid + 1;
+  }
+  std::vector<int> mix = blend(a);
+  if (seg_time(mix, seg, prev, sw_t) <= seg.budget &&
+      seg_energy(mix, seg, prev, sw_e) < seg_energy(phi, seg, prev, sw_e))
+    return mix;
+  return phi;
+}
+
+bool Oracle::replay(const RequestInfo& r, const device::SimDevice& sim) const {
+  device::SimDevice dev = sim;
+  size_t P = 0;
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].phase == Phase::Prefill) P = i + 1;
+  double first = dev.now_s();
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    dev.set_level(plan_[i]);
+    dev.on_layer(nodes_[i]);
+    if (i + 1 == P) first = dev.now_s();
+  }
+  bool ok = first - r.arrival_s <= r.ttft_target_s + 1e-9;
+  if (r.true_output > 1)
+    ok = ok &&
+         (dev.now_s() - first) / static_cast<double>(r.true_output - 1) <= r.tpot_target_s + 1e-9;
+  return ok;
+}
+
+void Oracle::begin(const RequestInfo& r, const device::SimDevice* sim) {
+  if (!sim)
+    fail("the oracle controller needs the simulated device (it reads the co-runner's future)");
+  nodes_.clear();
+  next_ = 0;
+  device::for_each_request_event(m_->n_layer(), r.prompt, r.true_output, n_batch_,
+                                 [&](const LayerEvent& ev) {
+                                   nodes_.push_back(ev);
+                                   return true;
+                                 });
+  size_t N = nodes_.size();
+  size_t P = 0;
+  for (size_t i = 0; i < N; ++i)
+    if (nodes_[i].phase == Phase::Prefill) P = i + 1;
+  L_ = m_->max_level() + 1;
+  T_.assign(N * L_, 0);
+  E_.assign(N * L_, 0);
+  std::vector<device::Work> work(N);
+  for (size_t i = 0; i < N; ++i)
+    work[i] = m_->work(nodes_[i].layer, nodes_[i].phase, nodes_[i].pos, nodes_[i].n_tokens);
+  double sw_t = m_->switch_time_s();
+  double sw_e = m_->switch_energy_j() + sw_t * m_->board_idle_w();
+  plan_.assign(N, L_ - 1);
+  std::vector<int> fast(N, L_ - 1);
+  double tighten = 1.0;
+  for (int attempt = 0; attempt < 6; ++attempt) {
+    for (int round = 0; round < 3; ++round) {
+      // When each node would start under the current plan.
+      double t = sim->now_s();
+      int prev = sim->level();
+      for (size_t i = 0; i < N; ++i) {
+        if (plan_[i] != prev) t += sw_t;
+        double s = sim->corunner_at(t);
+        for (int k = 0; k < L_; ++k) {
+          auto c = m_->cost(work[i], k, s);
+          T_[i * L_ + k] = c.time_s;
+          E_[i * L_ + k] = c.energy_j;
+        }
+        t += T_[i * L_ + plan_[i]];
+        prev = plan_[i];
+      }
+      Segment pre{0, P, tighten * (r.ttft_target_s - (r.start_s - r.arrival_s))};
+      Segment dec{
+          P, N,
+          tighten * r.tpot_target_s * static_cast<double>(std::max<int64_t>(r.true_output - 1, 0))};
+      std::vector<int> pp = solve(pre, sim->level(), sw_t, sw_e);
+      std::vector<int> pd = solve(dec, pp.empty() ? sim->level() : pp.back(), sw_t, sw_e);
+      std::copy(pp.begin(), pp.end(), plan_.begin());
+      std::copy(pd.begin(), pd.end(), plan_.begin() + static_cast<std::ptrdiff_t>(P));
+    }
+    if (replay(r, *sim)) return;
+    tighten *= 0.98;
+  }
+  // The SLO slipped every time (or cannot be met at all): run flat out.
+  plan_ = fast;
+}
+
+}  // namespace
+
+std::unique_ptr<Policy> make_oracle(std::shared_ptr<const CostModel> model, int64_t n_batch) {
+  return std::make_unique<Oracle>(std::move(model), n_batch);
+}
+
+}  // namespace cln::dvfs

@@ -1,0 +1,287 @@
+// The governors, the static per-request clock, the MPC teacher and the learned MLP policy.
+// The oracle lives in oracle.cpp.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "clone/core/error.h"
+#include "clone/dvfs/mlp.h"
+#include "clone/dvfs/policy.h"
+#include "oracle.h"
+
+namespace cln::dvfs {
+
+using device::CostModel;
+
+Estimates estimate(const CostModel& m, int64_t prompt, int64_t predicted_output, int64_t n_batch) {
+  Estimates e;
+  int nl = m.n_layer();
+  e.prefill_layer_s.assign(static_cast<size_t>(nl + 1), 0);
+  e.decode_layer_s.assign(static_cast<size_t>(nl + 1), 0);
+  int top = m.max_level();
+  e.n_batch = n_batch;
+  for (int64_t pos = 0; pos < prompt; pos += n_batch) {
+    int64_t n = std::min(n_batch, prompt - pos);
+    e.prefill_pass_s.emplace_back(static_cast<size_t>(nl + 1), 0.0);
+    for (int l = 0; l <= nl; ++l) {
+      double t = m.cost(m.work(l, Phase::Prefill, pos, n), top, 0).time_s;
+      e.prefill_pass_s.back()[static_cast<size_t>(l)] = t;
+      e.prefill_layer_s[static_cast<size_t>(l)] += t;
+    }
+  }
+  int64_t mid = prompt + std::max<int64_t>(predicted_output, 1) / 2;
+  for (int l = 0; l <= nl; ++l)
+    e.decode_layer_s[static_cast<size_t>(l)] =
+        m.cost(m.work(l, Phase::Decode, mid, 1), top, 0).time_s;
+  for (double t : e.prefill_layer_s) e.prefill_s += t;
+  for (double t : e.decode_layer_s) e.decode_token_s += t;
+  return e;
+}
+
+void features(const State& s, float* out) {
+  auto clip = [](double v, double lo, double hi) {
+    return static_cast<float>(std::clamp(v, lo, hi));
+  };
+  double nl = std::max(1, s.n_layer);
+  bool dec = s.phase == Phase::Decode;
+  out[0] = clip(0.5 * (s.corunner + s.corunner_peak), 0, 1);
+  out[1] = dec ? 1.0f : 0.0f;
+  out[2] = clip(s.layer / nl, 0, 1);
+  out[3] = clip(std::log(std::max(s.ttft_target_s, 1e-6) / std::max(s.ttft_est_s, 1e-6)), -1, 3);
+  out[4] = clip(std::log(std::max(s.tpot_target_s, 1e-6) / std::max(s.tpot_est_s, 1e-6)), -1, 3);
+  double total = static_cast<double>(s.tokens_done + s.predicted_remaining);
+  out[5] = dec ? clip(static_cast<double>(s.tokens_done) / std::max(total, 1.0), 0, 1)
+               : clip(s.layer / (nl + 1), 0, 1);
+  out[6] = clip(std::log1p(static_cast<double>(s.predicted_remaining)), 0, 10);
+  out[7] = clip(std::log(std::max(s.budget_left_s, 1e-6) / std::max(s.work_left_s, 1e-6)), -1, 2);
+  out[8] = clip(s.slack_s / std::max(s.budget_left_s + s.phase_elapsed_s, 1e-6), -1, 1);
+}
+
+// Budget an online controller plans against: what is left, less a reserve for two clock
+// switches and 1% for the estimate's error (planning to the last microsecond misses).
+double usable_budget(const CostModel& m, const State& s) {
+  return s.budget_left_s * 0.99 - 2 * m.switch_time_s();
+}
+
+int safe_level(const CostModel& m, const State& s, int k) {
+  double budget = usable_budget(m, s);
+  device::Work w = m.work(s.layer, s.phase, s.pos, s.n_tokens);
+  double at_top = m.cost(w, m.max_level(), s.corunner).time_s;
+  double rest = std::max(0.0, s.work_left_s - at_top);
+  while (k < m.max_level() && m.cost(w, k, s.corunner).time_s + rest > budget) ++k;
+  return k;
+}
+
+int mpc_level(const CostModel& m, const State& s) {
+  int top = m.max_level();
+  double budget = usable_budget(m, s);
+  if (budget <= 0) return top;
+  int nl = m.n_layer();
+  int L = top + 1;
+  // Groups of identical remaining passes: (work, multiplicity).
+  struct Group {
+    device::Work w;
+    double mult;
+  };
+  std::vector<Group> g;
+  for (int l = s.layer; l <= nl; ++l) g.push_back({m.work(l, s.phase, s.pos, s.n_tokens), 1});
+  if (s.phase == Phase::Prefill) {
+    // Later passes of the prompt, assumed as long as this one (the engine's batch).
+    for (int64_t p = s.pos + s.n_tokens; p < s.prompt; p += s.n_tokens)
+      for (int l = 0; l <= nl; ++l)
+        g.push_back({m.work(l, Phase::Prefill, p, std::min(s.n_tokens, s.prompt - p)), 1});
+  } else {
+    double more = static_cast<double>(std::max<int64_t>(s.predicted_remaining - 1, 0));
+    if (more > 0) {
+      int64_t mid = s.pos + 1 + static_cast<int64_t>(more / 2);
+      for (int l = 0; l <= nl; ++l) g.push_back({m.work(l, Phase::Decode, mid, 1), more});
+    }
+  }
+  std::vector<double> t(g.size() * static_cast<size_t>(L)), e(t.size());
+  for (size_t i = 0; i < g.size(); ++i)
+    for (int k = 0; k < L; ++k) {
+      // This layer runs under the co-runner now; later ones are planned for its recent peak.
+      auto c = m.cost(g[i].w, k, i == 0 ? s.corunner : std::max(s.corunner, s.corunner_peak));
+      t[i * L + k] = c.time_s * g[i].mult;
+      e[i * L + k] = c.energy_j * g[i].mult;
+    }
+  auto solve = [&](double lambda, int* first) {
+    double total = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      int best = 0;
+      double bv = e[i * L] + lambda * t[i * L];
+      for (int k = 1; k < L; ++k) {
+        double v = e[i * L + k] + lambda * t[i * L + k];
+        if (v < bv) bv = v, best = k;
+      }
+      if (i == 0 && first) *first = best;
+      total += t[i * L + best];
+    }
+    return total;
+  };
+  int choice = top;
+  if (solve(0, &choice) <= budget) return choice;
+  double lo = 1e-4, hi = 1e6;
+  if (solve(hi, &choice) > budget) return top;
+  for (int it = 0; it < 40; ++it) {
+    double mid = std::sqrt(lo * hi);
+    if (solve(mid, nullptr) <= budget)
+      hi = mid;
+    else
+      lo = mid;
+  }
+  solve(hi, &choice);
+  return choice;
+}
+
+namespace {
+
+class Performance : public Policy {
+ public:
+  explicit Performance(int top) : top_(top) {}
+  std::string name() const override { return "performance"; }
+  int decide(const State&) override { return top_; }
+
+ private:
+  int top_;
+};
+
+class Powersave : public Policy {
+ public:
+  std::string name() const override { return "powersave"; }
+  int decide(const State&) override { return 0; }
+};
+
+class Schedutil : public Policy {
+ public:
+  Schedutil(std::shared_ptr<const CostModel> m, double window) : m_(std::move(m)), window_(window) {
+    level_ = m_->max_level();
+  }
+  std::string name() const override { return "schedutil"; }
+  int decide(const State& s) override {
+    double fmax = m_->levels().back().mhz;
+    double f = m_->levels()[static_cast<size_t>(s.level)].mhz;
+    busy_ += s.util * s.last_layer_s * f / fmax;  // frequency-invariant utilisation
+    time_ += s.last_layer_s;
+    if (time_ >= window_) {
+      double util = busy_ / time_;
+      level_ = m_->level_at_least(1.25 * util * fmax);
+      busy_ = time_ = 0;
+    }
+    return level_;
+  }
+
+ private:
+  std::shared_ptr<const CostModel> m_;
+  double window_, busy_ = 0, time_ = 0;
+  int level_;
+};
+
+class StaticPerRequest : public Policy {
+ public:
+  StaticPerRequest(std::shared_ptr<const CostModel> m, int64_t n_batch)
+      : m_(std::move(m)), n_batch_(n_batch) {}
+  std::string name() const override { return "static"; }
+  void begin(const RequestInfo& r, const device::SimDevice* sim) override {
+    // The co-runner's load now is observable (a load average); its future is not.
+    double s = sim ? sim->corunner_intensity() : 0;
+    int nl = m_->n_layer();
+    level_ = m_->max_level();
+    int64_t mid = r.prompt + std::max<int64_t>(r.predicted_output, 1) / 2;
+    double queued = r.start_s - r.arrival_s;
+    for (int k = 0; k <= m_->max_level(); ++k) {
+      double ttft = queued, tpot = 0;
+      for (int64_t pos = 0; pos < r.prompt; pos += n_batch_)
+        for (int l = 0; l <= nl; ++l)
+          ttft +=
+              m_->cost(m_->work(l, Phase::Prefill, pos, std::min(n_batch_, r.prompt - pos)), k, s)
+                  .time_s;
+      for (int l = 0; l <= nl; ++l)
+        tpot += m_->cost(m_->work(l, Phase::Decode, mid, 1), k, s).time_s;
+      if (ttft <= r.ttft_target_s && tpot <= r.tpot_target_s) {
+        level_ = k;
+        break;
+      }
+    }
+  }
+  int decide(const State&) override { return level_; }
+
+ private:
+  std::shared_ptr<const CostModel> m_;
+  int64_t n_batch_;
+  int level_ = 0;
+};
+
+class Mpc : public Policy {
+ public:
+  explicit Mpc(std::shared_ptr<const CostModel> m) : m_(std::move(m)) {}
+  std::string name() const override { return "mpc"; }
+  int decide(const State& s) override { return mpc_level(*m_, s); }
+
+ private:
+  std::shared_ptr<const CostModel> m_;
+};
+
+class Learned : public Policy {
+ public:
+  Learned(std::shared_ptr<const CostModel> m, Mlp net) : m_(std::move(m)), net_(std::move(net)) {
+    if (net_.n_in != kFeatures)
+      fail("learned DVFS policy: the network takes ", net_.n_in, " inputs, the controller gives ",
+           kFeatures);
+  }
+  std::string name() const override { return "learned"; }
+  int decide(const State& s) override {
+    // Guard: behind schedule even at the top clock -> top clock, whatever the net says.
+    if (usable_budget(*m_, s) <= s.work_left_s) return m_->max_level();
+    float x[kFeatures];
+    features(s, x);
+    const auto& lv = m_->levels();
+    double f = lv.front().mhz + net_.forward(x) * (lv.back().mhz - lv.front().mhz);
+    int best = 0;
+    for (int k = 1; k <= m_->max_level(); ++k)
+      if (std::abs(lv[static_cast<size_t>(k)].mhz - f) <
+          std::abs(lv[static_cast<size_t>(best)].mhz - f))
+        best = k;
+    return safe_level(*m_, s, best);
+  }
+
+ private:
+  std::shared_ptr<const CostModel> m_;
+  Mlp net_;
+};
+
+}  // namespace
+
+std::string default_learned_path(const CostModel& m) {
+#ifdef CLONE_MODELS_DIR
+  std::string dir = CLONE_MODELS_DIR;
+#else
+  std::string dir = "models";
+#endif
+  return dir + "/dvfs/" + m.profile().name + ".json";
+}
+
+std::unique_ptr<Policy> make_policy(const std::string& name, std::shared_ptr<const CostModel> model,
+                                    const PolicyOptions& opt) {
+  if (name == "performance") return std::make_unique<Performance>(model->max_level());
+  if (name == "powersave") return std::make_unique<Powersave>();
+  if (name == "schedutil") return std::make_unique<Schedutil>(model, opt.schedutil_window_s);
+  if (name == "static") return std::make_unique<StaticPerRequest>(model, opt.n_batch);
+  if (name == "mpc") return std::make_unique<Mpc>(model);
+  if (name == "oracle") return make_oracle(model, opt.n_batch);
+  if (name == "learned") {
+    std::string path = opt.learned_path.empty() ? default_learned_path(*model) : opt.learned_path;
+    if (!std::filesystem::exists(path))
+      fail("learned DVFS policy: no weights at ", path,
+           " (train them with `clone dvfs train --profile ", model->profile().name, "`)");
+    return std::make_unique<Learned>(model, Mlp::load(path));
+  }
+  fail("unknown DVFS controller \"", name,
+       "\" (have: performance, powersave, schedutil, static, learned, mpc, oracle)");
+}
+
+std::vector<std::string> policy_names() {
+  return {"performance", "powersave", "schedutil", "static", "learned", "oracle"};
+}
+
+}  // namespace cln::dvfs

@@ -1,0 +1,260 @@
+#include "clone/dvfs/runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <sstream>
+
+#include "clone/core/error.h"
+#include "clone/device/calibrate.h"
+
+namespace cln::dvfs {
+
+int64_t LengthPredictor::predict(const workload::Request& r) const {
+  if (noise <= 0) return r.output;
+  std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(r.id));
+  std::normal_distribution<double> z(0, 1);
+  return std::max<int64_t>(1,
+                           std::llround(static_cast<double>(r.output) * std::exp(noise * z(rng))));
+}
+
+RequestDriver::RequestDriver(device::SimDevice& dev, Policy& pol, const workload::Request& r,
+                             double arrival_s, int64_t predicted_output, int64_t n_batch,
+                             std::vector<TimelinePoint>* timeline)
+    : dev_(dev), pol_(pol), req_(r), tl_(timeline), e0_(dev.energy_j()), sw0_(dev.switches()) {
+  if (r.ttft_target_s <= 0 || r.tpot_target_s <= 0)
+    fail("request ", r.id, ": no SLO targets (ttft_target_s, tpot_target_s must be positive)");
+  info_.prompt = r.prompt;
+  info_.predicted_output = std::max<int64_t>(1, predicted_output);
+  info_.true_output = r.output;
+  info_.ttft_target_s = r.ttft_target_s;
+  info_.tpot_target_s = r.tpot_target_s;
+  info_.arrival_s = arrival_s;
+  info_.start_s = dev.now_s();
+  est_ = estimate(dev.model(), r.prompt, info_.predicted_output, n_batch);
+  // The co-runner's recent past is observable (a load monitor): its peak over 10 s.
+  for (double t = -10; t <= 0; t += 0.1) peak_ = std::max(peak_, dev.corunner_at(dev.now_s() + t));
+  peak_t_ = dev.now_s();
+  pol_.begin(info_, &dev_);
+}
+
+void RequestDriver::on_event(const LayerEvent& ev) {
+  if (ev.phase == Phase::Decode && phase_ == Phase::Prefill) {
+    first_ = dev_.now_s();
+    phase_ = Phase::Decode;
+  }
+  if (ev.layer == 0) {
+    ++pass_;
+    pass_start_ = dev_.now_s();
+    if (ev.phase == Phase::Decode) ++decode_passes_;
+  }
+  const auto& m = dev_.model();
+  State s;
+  s.phase = ev.phase;
+  s.layer = ev.layer;
+  s.n_layer = ev.n_layer;
+  s.pos = ev.pos;
+  s.n_tokens = ev.n_tokens;
+  s.now_s = dev_.now_s();
+  s.corunner = dev_.corunner_intensity();
+  s.ttft_target_s = info_.ttft_target_s;
+  s.tpot_target_s = info_.tpot_target_s;
+  s.prompt = info_.prompt;
+  s.ttft_est_s = est_.prefill_s;
+  s.tpot_est_s = est_.decode_token_s;
+  s.level = dev_.level();
+  s.util = dev_.last_util();
+  s.last_layer_s = dev_.last_cost().time_s;
+  s.elapsed_s = s.now_s - info_.arrival_s;
+  peak_ = std::max(s.corunner, peak_ * std::exp(-(s.now_s - peak_t_) / 10.0));
+  peak_t_ = s.now_s;
+  s.corunner_peak = peak_;
+  double slow = 1 / std::max(1e-3, 1 - m.profile().fit.contention * peak_);
+  size_t l = static_cast<size_t>(ev.layer);
+  if (ev.phase == Phase::Prefill) {
+    s.tokens_done = 0;
+    s.predicted_remaining = info_.predicted_output;
+    s.phase_elapsed_s = s.elapsed_s;
+    s.budget_left_s = info_.ttft_target_s - s.elapsed_s;
+    // Passes before this one, this pass's layers before and from this one, later passes.
+    size_t pass = static_cast<size_t>(ev.pos / est_.n_batch);
+    double before = 0, done = 0, left = 0;
+    for (size_t p = 0; p < est_.prefill_pass_s.size(); ++p)
+      for (size_t k = 0; k < est_.prefill_pass_s[p].size(); ++k) {
+        double t = est_.prefill_pass_s[p][k];
+        if (p < pass)
+          before += t;
+        else if (p == pass && k < l)
+          done += t;
+        else
+          left += t;
+      }
+    s.work_left_s = left * slow;
+    s.slack_s = info_.ttft_target_s * (before + done) / est_.prefill_s - s.elapsed_s;
+  } else {
+    int64_t j = decode_passes_ - 1;  // decode passes before this one
+    s.tokens_done = 1 + j;
+    s.predicted_remaining = std::max<int64_t>(1, info_.predicted_output - s.tokens_done);
+    s.phase_elapsed_s = s.now_s - first_;
+    double dpred = static_cast<double>(j + s.predicted_remaining);
+    s.budget_left_s = info_.tpot_target_s * dpred - s.phase_elapsed_s;
+    double done = 0, left = 0;
+    for (size_t k = 0; k < est_.decode_layer_s.size(); ++k)
+      (k < l ? done : left) += est_.decode_layer_s[k];
+    left += est_.decode_token_s * static_cast<double>(s.predicted_remaining - 1);
+    s.work_left_s = left * slow;
+    s.slack_s = info_.tpot_target_s * (static_cast<double>(j) + done / est_.decode_token_s) -
+                s.phase_elapsed_s;
+  }
+  int level = pol_.decide(s);
+  dev_.set_level(std::clamp(level, 0, m.max_level()));
+  if (tl_)
+    tl_->push_back({pass_, ev.phase, ev.layer, dev_.now_s() - info_.arrival_s,
+                    m.levels()[static_cast<size_t>(dev_.level())].mhz, s.corunner});
+  dev_.on_layer(ev);
+}
+
+RequestResult RequestDriver::finish() {
+  RequestResult r;
+  double now = dev_.now_s();
+  if (first_ < 0) first_ = now;
+  r.id = req_.id;
+  r.slo = req_.slo;
+  r.prompt = req_.prompt;
+  r.output = 1 + decode_passes_;
+  r.predicted = info_.predicted_output;
+  r.queue_s = info_.start_s - info_.arrival_s;
+  r.ttft_s = first_ - info_.arrival_s;
+  r.e2e_s = now - info_.arrival_s;
+  r.tpot_s = decode_passes_ > 0 ? (now - first_) / static_cast<double>(decode_passes_) : 0;
+  r.energy_j = dev_.energy_j() - e0_;
+  r.switches = dev_.switches() - sw0_;
+  r.ttft_target_s = req_.ttft_target_s;
+  r.tpot_target_s = req_.tpot_target_s;
+  r.met = r.ttft_s <= req_.ttft_target_s + 1e-9 && r.tpot_s <= req_.tpot_target_s + 1e-9;
+  return r;
+}
+
+bool feasible_at_top(const device::SimDevice& dev, const workload::Request& r, double arrival_s,
+                     int64_t n_batch) {
+  device::SimDevice d = dev;
+  d.set_level(d.model().max_level());
+  double first = -1;
+  device::for_each_request_event(d.model().n_layer(), r.prompt, r.output, n_batch,
+                                 [&](const LayerEvent& ev) {
+                                   if (ev.phase == Phase::Decode && first < 0) first = d.now_s();
+                                   d.on_layer(ev);
+                                   return true;
+                                 });
+  if (first < 0) first = d.now_s();
+  bool ok = first - arrival_s <= r.ttft_target_s + 1e-9;
+  if (r.output > 1)
+    ok = ok && (d.now_s() - first) / static_cast<double>(r.output - 1) <= r.tpot_target_s + 1e-9;
+  return ok;
+}
+
+std::vector<RequestResult> run_workload(device::SimDevice& dev, Policy& pol,
+                                        const std::vector<workload::Request>& reqs,
+                                        const LengthPredictor& pred, const RunOptions& opt) {
+  std::vector<RequestResult> out;
+  out.reserve(reqs.size());
+  double nominal = dev.now_s();  // controller-independent schedule for the co-runner's phase
+  for (const auto& r : reqs) {
+    double arrival = opt.closed_loop ? dev.now_s() + r.think_s : r.arrival_s;
+    dev.idle_until(arrival);
+    if (opt.closed_loop) {
+      nominal += r.think_s;
+      dev.anchor_corunner(nominal);
+      Estimates e = estimate(dev.model(), r.prompt, r.output, opt.n_batch);
+      nominal += e.prefill_s + e.decode_token_s * static_cast<double>(r.output - 1);
+    }
+    bool feas = feasible_at_top(dev, r, arrival, opt.n_batch);
+    std::vector<TimelinePoint>* tl = r.id == opt.timeline_request ? opt.timeline : nullptr;
+    RequestDriver drv(dev, pol, r, arrival, pred.predict(r), opt.n_batch, tl);
+    device::for_each_request_event(dev.model().n_layer(), r.prompt, r.output, opt.n_batch,
+                                   [&](const LayerEvent& ev) {
+                                     drv.on_event(ev);
+                                     return true;
+                                   });
+    RequestResult res = drv.finish();
+    res.feasible = feas;
+    out.push_back(res);
+  }
+  return out;
+}
+
+namespace {
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  double idx = p / 100 * static_cast<double>(v.size() - 1);
+  size_t lo = static_cast<size_t>(std::floor(idx)), hi = static_cast<size_t>(std::ceil(idx));
+  return v[lo] + (idx - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+}  // namespace
+
+Summary summarize(const std::string& controller, const std::string& corunner,
+                  const std::vector<RequestResult>& rs) {
+  Summary s;
+  s.controller = controller;
+  s.corunner = corunner;
+  s.n = rs.size();
+  std::vector<double> ttft, tpot;
+  double met = 0, met_feas = 0, feas = 0, sw = 0, tokens = 0;
+  for (const auto& r : rs) {
+    s.energy_j += r.energy_j;
+    ttft.push_back(r.ttft_s);
+    if (r.output > 1) tpot.push_back(r.tpot_s);
+    met += r.met;
+    if (r.feasible)
+      feas += 1, met_feas += r.met;
+    else
+      ++s.infeasible;
+    sw += static_cast<double>(r.switches);
+    tokens += static_cast<double>(r.output);
+  }
+  double n = std::max<double>(1, static_cast<double>(rs.size()));
+  s.energy_j /= n;
+  s.ttft_p50 = percentile(ttft, 50), s.ttft_p99 = percentile(ttft, 99);
+  s.tpot_p50 = percentile(tpot, 50), s.tpot_p99 = percentile(tpot, 99);
+  s.attainment = 100 * met / n;
+  s.attainment_feasible = feas > 0 ? 100 * met_feas / feas : 0;
+  s.switches_per_token = tokens > 0 ? sw / tokens : 0;
+  return s;
+}
+
+SweepResult sweep(std::shared_ptr<const device::CostModel> model,
+                  const std::vector<workload::Request>& reqs, const SweepSpec& spec) {
+  SweepResult out;
+  for (const auto& pat : spec.corunners) {
+    device::CorunnerTrace trace = device::CorunnerTrace::make(pat, spec.corunner_seed);
+    for (const auto& name : spec.controllers) {
+      auto pol = make_policy(name, model, spec.policy);
+      device::SimDevice dev(model, trace);
+      RunOptions ro = spec.run;
+      std::vector<TimelinePoint> tl;
+      bool want_tl = out.timeline.empty() && ro.timeline_request >= 0 &&
+                     (name == "learned" || spec.controllers.size() == 1);
+      ro.timeline = want_tl ? &tl : nullptr;
+      auto rs = run_workload(dev, *pol, reqs, spec.predictor, ro);
+      if (want_tl && !tl.empty()) {
+        out.timeline = std::move(tl);
+        out.timeline_controller = name;
+        out.timeline_corunner = pat;
+      }
+      out.summaries.push_back(summarize(name, pat, rs));
+      out.results.push_back(std::move(rs));
+      if (spec.progress) {
+        const Summary& s = out.summaries.back();
+        std::ostringstream os;
+        os << "[" << out.summaries.size() << "/" << spec.corunners.size() * spec.controllers.size()
+           << "] " << pat << " / " << name << ": " << s.n << " requests, " << s.energy_j
+           << " J/request, SLO " << s.attainment << "%";
+        spec.progress(os.str());
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace cln::dvfs

@@ -1,0 +1,76 @@
+// clone dvfs train: trains the learned DVFS controller in the simulator (deterministic
+// for a seed) and writes the weights and the training log beside them.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "clone/core/error.h"
+#include "clone/device/cost_model.h"
+#include "clone/dvfs/train.h"
+#include "subcommand.h"
+
+namespace {
+
+using namespace cln;
+
+struct Opts {
+  std::string profile = "orin-nx-16gb", model = "gemma-2b", out;
+  dvfs::TrainOptions t;
+};
+
+int train(Opts& o) {
+  auto prof = device::DeviceProfile::find(o.profile);
+  auto mc = device::model_preset(o.model);
+  std::string out = o.out.empty() ? "models/dvfs/" + prof.name + ".json" : o.out;
+  std::string log_path =
+      out.substr(0, out.size() - (out.ends_with(".json") ? 5 : 0)) + ".train.log";
+  std::ofstream log(log_path);
+  if (!log) fail("cannot write ", log_path);
+  o.t.log = [&](const std::string& s) {
+    std::printf("%s\n", s.c_str());
+    std::fflush(stdout);
+    log << s << "\n";
+  };
+  std::ostringstream cmd;
+  cmd << "clone dvfs train --profile " << o.profile << " --model " << o.model << " --seed "
+      << o.t.seed << " --requests " << o.t.requests_per_pattern << " --rounds " << o.t.rounds
+      << " --hidden " << o.t.hidden << " --epochs " << o.t.epochs;
+  o.t.log("command: " + cmd.str());
+  auto r = dvfs::train_policy(prof, mc, o.t);
+  std::ostringstream meta;
+  meta << "{\"profile\":\"" << prof.name << "\",\"model\":\"" << mc.name
+       << "\",\"seed\":" << o.t.seed << ",\"samples\":" << r.samples << ",\"mse\":" << r.final_mse
+       << ",\"params\":" << r.net.n_params()
+       << ",\"method\":\"DAgger imitation of the MPC teacher\"}";
+  r.net.save(out, meta.str());
+  o.t.log("wrote " + out + " (" + std::to_string(r.net.n_params()) + " parameters)");
+  return 0;
+}
+
+const cli::Register reg{
+    "dvfs", "DVFS controllers: train the learned policy", [](CLI::App& app) {
+      auto o = std::make_shared<Opts>();
+      app.require_subcommand(1);
+      auto* t = app.add_subcommand(
+          "train", "train the MLP controller by DAgger imitation of the MPC teacher");
+      t->add_option("--profile", o->profile, "device profile")->capture_default_str();
+      t->add_option("--model", o->model, "model shape preset")->capture_default_str();
+      t->add_option("--out", o->out, "weights file (default models/dvfs/<profile>.json)");
+      t->add_option("--seed", o->t.seed, "seed (same seed, same weights)")->capture_default_str();
+      t->add_option("--requests", o->t.requests_per_pattern,
+                    "requests per co-runner pattern per round")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 100000));
+      t->add_option("--rounds", o->t.rounds, "DAgger rounds (1 = behaviour cloning)")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 50));
+      t->add_option("--hidden", o->t.hidden, "hidden units (the net must stay under 1K parameters)")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 90));
+      t->add_option("--epochs", o->t.epochs, "epochs per round")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 10000));
+      return [o] { return train(*o); };
+    }};
+
+}  // namespace
