@@ -501,3 +501,127 @@ StepBench bench_train_step(const ModelConfig& c, int64_t n_seq, int64_t seq_len,
 }
 
 }  // namespace cln::train
+
+namespace cln::train {
+
+void task_batch(const std::vector<std::vector<int32_t>>& items,
+                const std::vector<int32_t>& prompt_len, uint64_t seed, int64_t step, int64_t n_seq,
+                int64_t seq_len, int32_t pad, std::vector<int32_t>* tokens,
+                std::vector<int32_t>* targets) {
+  if (items.empty()) fail("task batch: no items");
+  Rng rng(seed * 0xd1b54a32d192ed03ull ^ (static_cast<uint64_t>(step) + 0x8cb92ba72f3d8dd7ull));
+  rng.next();
+  tokens->assign(static_cast<size_t>(n_seq * seq_len), pad);
+  targets->assign(static_cast<size_t>(n_seq * seq_len), -1);
+  for (int64_t b = 0; b < n_seq; ++b) {
+    int64_t pos = 0;
+    for (;;) {
+      const size_t k = static_cast<size_t>(rng.next() % items.size());
+      const std::vector<int32_t>& it = items[k];  // BOS prompt answer EOS
+      const auto len = static_cast<int64_t>(it.size());
+      if (len > seq_len + 1) fail("task item of ", len, " tokens does not fit a row of ", seq_len);
+      if (pos + len - 1 > seq_len) break;
+      for (int64_t i = 0; i + 1 < len; ++i) {
+        const size_t at = static_cast<size_t>(b * seq_len + pos + i);
+        (*tokens)[at] = it[static_cast<size_t>(i)];
+        // predict the answer and EOS: positions whose next token is past the prompt
+        if (i + 1 >= prompt_len[k]) (*targets)[at] = it[static_cast<size_t>(i + 1)];
+      }
+      pos += len - 1;
+    }
+  }
+}
+
+TrainReport train_lora(const LoraTrainOptions& o) {
+  if (o.domain.empty() == o.task.empty()) fail("lora: give exactly one of a domain or a task");
+  if (o.out.empty()) fail("lora: no output path");
+  auto f = GgufFile::open(o.base);
+  const Tokenizer tok = Tokenizer::from_gguf(*f);
+  LlamaModel model = LlamaModel::from_gguf(*f);
+  if (tok.n_vocab() != model.config().n_vocab)
+    fail(o.base, ": the tokenizer has ", tok.n_vocab(), " tokens, the model ",
+         model.config().n_vocab);
+  model.set_trainable(false);
+  model.add_lora(o.rank, o.alpha, o.targets, o.seed);
+  AdamW opt(model.lora_params(), o.adam);
+  kernels::ThreadPool pool(o.threads);
+
+  WindowSampler windows;
+  std::vector<std::vector<int32_t>> items;
+  std::vector<int32_t> prompt_len;
+  if (!o.domain.empty()) {
+    const std::string path = token_file_path(o.data_dir, o.domain, "train");
+    TokenFile t = read_token_file(path, tok.bos());
+    if (static_cast<int64_t>(t.n_vocab) != tok.n_vocab() ||
+        t.fingerprint != vocab_fingerprint(tok.vocab()))
+      fail(path, " was encoded with another tokenizer than the one inside ", o.base);
+    if (t.n_docs == 0) fail(path, ": no documents");
+    windows.add(o.domain, std::move(t.tokens), 1.0);
+  } else {
+    const std::string path = (fs::path(o.data_dir) / "tasks" / o.task / "train.jsonl").string();
+    for (const TaskItem& it : read_jsonl_tasks(path)) {
+      std::vector<int32_t> full = tok.encode(it.prompt + it.answer, true);
+      const std::vector<int32_t> p = tok.encode(it.prompt, true);
+      size_t common = 0;  // the answer starts where prompt and full part
+      while (common < p.size() && common < full.size() && p[common] == full[common]) ++common;
+      if (common == full.size()) continue;  // empty answer
+      full.push_back(tok.eos());
+      items.push_back(std::move(full));
+      prompt_len.push_back(static_cast<int32_t>(common));
+    }
+    if (items.empty()) fail(path, ": no task items");
+  }
+
+  const std::string dir =
+      o.out_dir.empty() ? fs::path(o.out).replace_extension("").string() + ".train" : o.out_dir;
+  fs::create_directories(dir);
+  std::ofstream csv((fs::path(dir) / "loss.csv").string(), std::ios::trunc);
+  std::ofstream log((fs::path(dir) / "train.log").string(), std::ios::trunc);
+  csv << "step,lr,loss,grad_norm,tokens_per_s\n";
+  TrainReport rep;
+  std::vector<int32_t> tokens, targets;
+  double seconds = 0;
+  const double tokens_per_step = static_cast<double>(o.batch * o.seq_len);
+  for (int64_t step = 0; step < o.sched.steps; ++step) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!o.domain.empty())
+      windows.batch(o.seed, step, o.batch, o.seq_len, &tokens, &targets);
+    else
+      task_batch(items, prompt_len, o.seed, step, o.batch, o.seq_len, tok.eos(), &tokens, &targets);
+    Graph g(&pool);
+    TensorP loss = op::cross_entropy(g, model.forward(g, tokens, o.batch, o.seq_len), targets);
+    const double lv = loss->data()[0];
+    if (!std::isfinite(lv)) fail("LoRA training stopped: the loss is ", lv, " at step ", step);
+    g.backward(loss);
+    const double lr = o.sched.at(step);
+    const double gnorm = opt.step(lr);
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    seconds += dt;
+    rep.losses.push_back(lv);
+    char row[160];
+    std::snprintf(row, sizeof row, "%lld,%.9g,%.9g,%.9g,%.1f\n", static_cast<long long>(step), lr,
+                  lv, gnorm, tokens_per_step / dt);
+    csv << row;
+    if (o.verbose && ((step + 1) % o.log_every == 0 || step == 0)) {
+      const double eta =
+          static_cast<double>(o.sched.steps - step - 1) * seconds / static_cast<double>(step + 1);
+      char b[256];
+      std::snprintf(b, sizeof b,
+                    "lora step %5lld/%lld | loss %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | "
+                    "elapsed %s | ETA %s\n",
+                    static_cast<long long>(step + 1), static_cast<long long>(o.sched.steps), lv, lr,
+                    gnorm, tokens_per_step * static_cast<double>(step + 1) / seconds,
+                    hms(seconds).c_str(), hms(eta).c_str());
+      std::fputs(b, stderr);
+      log << b;
+    }
+  }
+  rep.last_step = o.sched.steps;
+  rep.tokens_per_s =
+      seconds > 0 ? tokens_per_step * static_cast<double>(o.sched.steps) / seconds : 0;
+  model.write_lora_gguf(o.out, o.domain.empty() ? o.task : o.domain);
+  if (o.verbose) std::fprintf(stderr, "lora: wrote %s\n", o.out.c_str());
+  return rep;
+}
+
+}  // namespace cln::train

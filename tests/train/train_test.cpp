@@ -290,6 +290,63 @@ TEST(Data, DomainWithoutDocumentsStops) {
   }
 }
 
+TEST(Lora, TaskBatchTrainsOnAnswersOnly) {
+  // items: BOS prompt answer EOS; prompt_len counts BOS and the prompt
+  const std::vector<std::vector<int32_t>> items = {{1, 10, 11, 12, 2}, {1, 20, 21, 2}};
+  const std::vector<int32_t> plen = {3, 2};
+  std::vector<int32_t> tok, tgt;
+  task_batch(items, plen, 3, 0, 4, 12, 2, &tok, &tgt);
+  for (size_t i = 0; i < tok.size(); ++i) {
+    if (tgt[i] < 0) continue;
+    // every target is an answer token or EOS, and follows its own item's previous token
+    EXPECT_TRUE(tgt[i] == 12 || tgt[i] == 2 || tgt[i] == 21) << i;
+    if (tgt[i] == 12) {
+      EXPECT_EQ(tok[i], 11);
+    }
+    if (tgt[i] == 21) {
+      EXPECT_EQ(tok[i], 20);
+    }
+  }
+  int answers = 0;
+  for (int32_t t : tgt) answers += t == 12 || t == 21;
+  EXPECT_GE(answers, 4);
+}
+
+TEST(Lora, TrainsOnAFrozenBaseAndWritesAnAdapterTheEngineLoads) {
+  const std::string out = testing::temp_dir("lora");
+  train_base(tiny_options(out));
+  const std::string base = out + "/model.gguf";
+  fs::create_directories(data_dir() + "/tasks/arithmetic");
+  {
+    std::ofstream f(data_dir() + "/tasks/arithmetic/train.jsonl");
+    for (int a = 0; a < 10; ++a)
+      f << nlohmann::json{{"prompt", std::to_string(a) + "+1="}, {"answer", std::to_string(a + 1)}}
+               .dump()
+        << "\n";
+  }
+  for (const char* which : {"domain", "task"}) {
+    LoraTrainOptions o;
+    o.base = base;
+    o.data_dir = data_dir();
+    (std::string(which) == "domain" ? o.domain : o.task) =
+        std::string(which) == "domain" ? "code" : "arithmetic";
+    o.out = out + "/" + which + ".gguf";
+    o.rank = 2;
+    o.batch = 2;
+    o.seq_len = 16;
+    o.sched = Schedule{1e-2, 2, 12, 0.1};
+    o.verbose = false;
+    const TrainReport r = train_lora(o);
+    ASSERT_EQ(r.losses.size(), 12u);
+    EXPECT_LT(r.losses.back(), r.losses.front()) << which;
+    auto model = Model::load(base);
+    auto adapter = LoraAdapter::load(o.out, *model);
+    EXPECT_EQ(adapter->rank(), 2);
+    EXPECT_FLOAT_EQ(adapter->alpha(), 16.0f);
+    EXPECT_NE(adapter->find("blk.1.ffn_down.weight"), nullptr);
+  }
+}
+
 TEST(Flops, CountsMatricesAndCausalAttention) {
   const ModelConfig c = llama_shape(100, 8, 1, 2, 1, 16, 4);
   // matrices: q 8x8, k 4x8, v 4x8, o 8x8, 3 x 16x8, head 100x8

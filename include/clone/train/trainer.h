@@ -74,6 +74,36 @@ struct TrainReport {
 
 TrainReport train_base(const BaseTrainOptions& o);
 
+struct LoraTrainOptions {
+  std::string base;                   // base model GGUF (its tokenizer is used)
+  std::string data_dir = "out/data";  // tokens/<domain>.train.tok or tasks/<task>/train.jsonl
+  std::string domain;                 // one of domain_names(), or
+  std::string task;                   // one of task_names() (loss on the answer only)
+  std::string out;                    // adapter GGUF
+  std::string out_dir;                // loss.csv and train.log (default: beside out)
+  int64_t rank = 8;
+  float alpha = 16.0f;
+  std::vector<std::string> targets = {"q", "k", "v", "o", "gate", "up", "down"};
+  int64_t batch = 8, seq_len = 256;
+  Schedule sched{1e-3, 20, 300, 0.1};
+  AdamWConfig adam{0.9, 0.999, 1e-8, 0.0, 1.0};
+  uint64_t seed = 1234;
+  int threads = 2;
+  int64_t log_every = 10;
+  bool verbose = true;
+};
+
+// Trains LoRA adapters on a frozen base and writes them in llama.cpp's adapter layout.
+TrainReport train_lora(const LoraTrainOptions& o);
+
+// Task items packed into rows of seq_len tokens: BOS prompt answer EOS, repeated; the
+// targets are -1 except on the answer and its EOS. Rows of the batch of step s depend
+// only on (seed, s).
+void task_batch(const std::vector<std::vector<int32_t>>& items,
+                const std::vector<int32_t>& prompt_len, uint64_t seed, int64_t step, int64_t n_seq,
+                int64_t seq_len, int32_t pad, std::vector<int32_t>* tokens,
+                std::vector<int32_t>* targets);
+
 // Per-domain perplexity of a model on token streams, next to a unigram model fitted on
 // each domain's training tokens (add-one smoothing). Rows: domain, tokens, model ppl,
 // unigram ppl.

@@ -1,0 +1,89 @@
+// clone lora train: LoRA experts on a frozen base (domain text or a generated task).
+// clone lora merge: [engine] folds adapters into the base weights (see below).
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "clone/core/error.h"
+#include "clone/train/corpus.h"
+#include "clone/train/trainer.h"
+#include "subcommand.h"
+
+namespace {
+
+struct TrainOpts {
+  cln::train::LoraTrainOptions t;
+  std::string targets = "q,k,v,o,gate,up,down";
+};
+
+int train(TrainOpts& o) {
+  using namespace cln;
+  o.t.targets.clear();
+  std::stringstream ss(o.targets);
+  std::string m;
+  while (std::getline(ss, m, ','))
+    if (!m.empty()) {
+      (void)train::lora_module_tensor(m);  // validates the name
+      o.t.targets.push_back(m);
+    }
+  if (o.t.targets.empty()) fail("--targets names no module");
+  train::train_lora(o.t);
+  return 0;
+}
+
+const cln::cli::Register reg{
+    "lora", "Train LoRA experts (and merge adapters into a model)", [](CLI::App& app) {
+      app.require_subcommand(1);
+      auto o = std::make_shared<TrainOpts>();
+      CLI::App* t = app.add_subcommand(
+          "train",
+          "Train rank-r adapters on a frozen base; writes a llama.cpp-layout adapter GGUF");
+      t->add_option("--base", o->t.base, "base model GGUF")->required()->check(CLI::ExistingFile);
+      t->add_option("--data", o->t.data_dir, "folder written by `clone data build`")
+          ->capture_default_str();
+      t->add_option("--domain", o->t.domain,
+                    "domain to adapt to (dictionary, computing, scripture, "
+                    "quotes, wordnet, code)");
+      t->add_option("--task", o->t.task,
+                    "generated task (arithmetic, wordnet_pos); loss on answers only");
+      t->add_option("--out", o->t.out, "adapter GGUF to write")->required();
+      t->add_option("--rank", o->t.rank, "LoRA rank r")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+      t->add_option("--alpha", o->t.alpha, "LoRA alpha (scale alpha / r)")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0f, 1e6f));
+      t->add_option("--targets", o->targets, "modules: any of q,k,v,o,gate,up,down")
+          ->capture_default_str();
+      t->add_option("--batch", o->t.batch, "sequences per step")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+      t->add_option("--seq-len", o->t.seq_len, "tokens per sequence")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{2}, int64_t{65536}));
+      t->add_option("--steps", o->t.sched.steps, "optimizer steps")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{1}, int64_t{10000000}));
+      t->add_option("--warmup", o->t.sched.warmup, "warm-up steps")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{0}, int64_t{10000000}));
+      t->add_option("--lr", o->t.sched.lr, "peak learning rate")
+          ->capture_default_str()
+          ->check(CLI::Range(1e-8, 10.0));
+      t->add_option("--seed", o->t.seed, "seed of the adapter init and the data order")
+          ->capture_default_str();
+      t->add_option("--threads", o->t.threads, "threads")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 256));
+
+      // ---- clone lora merge: reserved for the engine lead (cln::merge_lora in engine/lora.h).
+      // Add its CLI::App here and dispatch it in the runner below.
+      // ----
+
+      return [o, t] {
+        if (t->parsed()) return train(*o);
+        return 1;
+      };
+    }};
+
+}  // namespace
