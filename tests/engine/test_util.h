@@ -1,6 +1,8 @@
 // Helpers shared by the engine tests: temporary paths and small random models.
 #pragma once
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <random>
 #include <string>
@@ -12,7 +14,7 @@
 namespace cln::test {
 
 inline std::string tmp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("clone_test_" + name)).string();
+  return (std::filesystem::temp_directory_path() / ("clone_test_" + std::to_string(::getpid()) + "_" + name)).string();
 }
 
 // A deci model with GQA, a zero-head layer and a zero-FFN layer.

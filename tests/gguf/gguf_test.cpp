@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -15,7 +17,7 @@ using namespace cln;
 namespace {
 
 std::string tmp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("clone_gguf_test_" + name)).string();
+  return (std::filesystem::temp_directory_path() / ("clone_gguf_test_" + std::to_string(::getpid()) + "_" + name)).string();
 }
 
 std::vector<uint8_t> read_all(const std::string& p) {

@@ -28,6 +28,8 @@ struct Opts {
 
 struct Speed {
   double prefill_tps = 0, decode_tps = 0;
+  double rss_mb = 0;    // resident memory with the context alive (weights paged in + KV + scratch)
+  double state_mb = 0;  // KV cache + scratch buffers
 };
 
 // Best of `reps` runs: prefill of n_prompt tokens from an empty cache, then n_gen decodes.
@@ -55,6 +57,8 @@ Speed measure(const std::shared_ptr<const cln::Model>& m, int threads, const Opt
     t1 = cli::now_s();
     best.decode_tps = std::max(best.decode_tps, static_cast<double>(o.n_gen) / (t1 - t0));
   }
+  best.rss_mb = static_cast<double>(cli::rss_bytes()) / 1e6;
+  best.state_mb = static_cast<double>(ctx.state_bytes()) / 1e6;
   return best;
 }
 
@@ -66,7 +70,7 @@ int run(const Opts& o) {
   std::fprintf(stderr, "[bench] read bandwidth %.1f GB/s, F32 FMA %.1f GFLOP/s, SIMD %s\n",
                lim.read_bandwidth_gbs, lim.fma_gflops, lim.simd_target);
   Table t({"model", "type", "params_M", "weights_MB", "threads", "prefill_tok_s", "prefill_gflops",
-           "prefill_pct_fma", "decode_tok_s", "decode_gbs", "decode_pct_bw", "peak_rss_MB",
+           "prefill_pct_fma", "decode_tok_s", "decode_gbs", "decode_pct_bw", "rss_MB",
            "kv_scratch_MB", "overhead_pct"});
   t.set_precision(1);
   for (const auto& path : o.models) {
@@ -90,15 +94,13 @@ int run(const Opts& o) {
       const Speed one = measure(m, 1, o);
       overhead = 100.0 * (1.0 - s.decode_tps / (one.decode_tps * pool.size()));
     }
-    Context probe(m, {std::max<int64_t>(o.n_prompt + o.n_gen + 1, 64), 1, o.n_prompt});
     t.add({path.substr(path.find_last_of('/') + 1), std::string(dtype_name(c.weight_type)),
            static_cast<double>(c.n_params()) / 1e6, static_cast<double>(m->weight_bytes()) / 1e6,
            static_cast<long long>(pool.size()), s.prefill_tps, s.prefill_tps * flops / 1e9,
            100.0 * s.prefill_tps * flops / 1e9 / lim.fma_gflops, s.decode_tps,
            s.decode_tps * static_cast<double>(bytes) / 1e9,
            100.0 * s.decode_tps * static_cast<double>(bytes) / 1e9 / lim.read_bandwidth_gbs,
-           static_cast<double>(cli::peak_rss_bytes()) / 1e6,
-           static_cast<double>(probe.state_bytes()) / 1e6, overhead});
+           s.rss_mb, s.state_mb, overhead});
   }
   std::printf("machine: read %.1f GB/s, FMA %.1f GFLOP/s, %d threads, %s\n\n%s", lim.read_bandwidth_gbs,
               lim.fma_gflops, lim.threads, lim.simd_target, t.format(o.format).c_str());

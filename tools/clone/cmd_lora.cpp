@@ -1,12 +1,14 @@
 // clone lora train: LoRA experts on a frozen base (domain text or a generated task).
-// clone lora merge: [engine] folds adapters into the base weights (see below).
+// clone lora merge: folds adapters, with weights, into the base weights (one static model).
 #include <cstdio>
 #include <memory>
 #include <sstream>
 
 #include "clone/core/error.h"
 #include "clone/train/corpus.h"
+#include "clone/engine/lora.h"
 #include "clone/train/trainer.h"
+#include "common.h"
 #include "subcommand.h"
 
 namespace {
@@ -28,6 +30,21 @@ int train(TrainOpts& o) {
     }
   if (o.t.targets.empty()) fail("--targets names no module");
   train::train_lora(o.t);
+  return 0;
+}
+
+struct MergeOpts {
+  std::string model, out;
+  std::vector<std::string> loras;
+};
+
+int merge(const MergeOpts& o) {
+  using namespace cln;
+  auto model = Model::load(o.model);
+  const auto loras = cli::load_loras(o.loras, *model);
+  merge_lora(*model, loras, o.out);
+  std::printf("wrote %s: %s with %zu adapter(s) folded into its weights\n", o.out.c_str(),
+              o.model.c_str(), loras.size());
   return 0;
 }
 
@@ -76,12 +93,16 @@ const cln::cli::Register reg{
           ->capture_default_str()
           ->check(CLI::Range(1, 256));
 
-      // ---- clone lora merge: reserved for the engine lead (cln::merge_lora in engine/lora.h).
-      // Add its CLI::App here and dispatch it in the runner below.
-      // ----
+      auto mo = std::make_shared<MergeOpts>();
+      CLI::App* mg = app.add_subcommand(
+          "merge", "Fold adapters, each with its weight, into the base weights: one static GGUF");
+      mg->add_option("-m,--model", mo->model, "base model GGUF")->required()->check(CLI::ExistingFile);
+      mg->add_option("--lora", mo->loras, "adapter GGUF, path or path:weight (repeatable)")->required();
+      mg->add_option("-o,--out", mo->out, "output GGUF (adapted matrices become f32)")->required();
 
-      return [o, t] {
+      return [o, t, mg, mo] {
         if (t->parsed()) return train(*o);
+        if (mg->parsed()) return merge(*mo);
         return 1;
       };
     }};

@@ -22,7 +22,8 @@ inline double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Peak resident set size of this process in bytes (from /proc/self/status VmHWM).
-size_t peak_rss_bytes();
+// Resident set size of this process now, in bytes (/proc/self/status VmRSS); mapped
+// weight pages count once they have been touched.
+size_t rss_bytes();
 
 }  // namespace cln::cli
