@@ -1,0 +1,219 @@
+// Device profiles, cost model and calibration against the paper's measurements.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+
+#include "clone/core/error.h"
+#include "clone/device/calibrate.h"
+#include "clone/device/cost_model.h"
+#include "clone/device/profile.h"
+#include "clone/device/sim.h"
+
+using namespace cln;
+using namespace cln::device;
+using nlohmann::json;
+
+namespace {
+
+std::string profile_path(const char* name) {
+  return std::string(CLONE_SOURCE_DIR) + "/profiles/" + name + ".json";
+}
+
+json nx_json() {
+  std::ifstream in(profile_path("orin-nx-16gb"));
+  return json::parse(in);
+}
+
+// Expects from_json to throw a cln::Error whose message contains every fragment.
+void expect_error(const json& j, std::initializer_list<const char*> fragments) {
+  try {
+    DeviceProfile::from_json(j, "test.json");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    for (const char* f : fragments) EXPECT_NE(m.find(f), std::string::npos) << m;
+  }
+}
+
+}  // namespace
+
+TEST(Profile, ShippedProfilesLoadAndRoundTrip) {
+  for (const char* n : {"orin-nx-16gb", "orin-nano-8gb", "host"}) {
+    DeviceProfile p = DeviceProfile::load(profile_path(n));
+    EXPECT_EQ(p.name, n);
+    DeviceProfile q = DeviceProfile::from_json(p.to_json(), "roundtrip");
+    EXPECT_EQ(q.to_json(), p.to_json());
+  }
+  DeviceProfile nx = DeviceProfile::load(profile_path("orin-nx-16gb"));
+  EXPECT_EQ(nx.compute().levels.size(), 7u);
+  EXPECT_DOUBLE_EQ(nx.compute().fmax_mhz(), 918);
+  EXPECT_NEAR(nx.memory.peak_bandwidth(), 102.4e9, 0.1e9);
+}
+
+TEST(Profile, BadProfilesNameTheField) {
+  json j = nx_json();
+  j["colour"] = "green";
+  expect_error(j, {"colour", "unknown field"});
+  j = nx_json();
+  j["units"][0]["levels"][2]["mhz"] = -510;
+  expect_error(j, {"units[0].levels[2].mhz", "negative"});
+  j = nx_json();
+  std::swap(j["units"][0]["levels"][1], j["units"][0]["levels"][2]);
+  expect_error(j, {"units[0].levels", "sorted ascending"});
+  j = nx_json();
+  j["memory"].erase("size_gb");
+  expect_error(j, {"memory.size_gb", "missing field"});
+  j = nx_json();
+  j["fit"]["compute_efficiency"] = "high";
+  expect_error(j, {"fit.compute_efficiency", "expected a number"});
+  j = nx_json();
+  j["run_on"] = "npu";
+  expect_error(j, {"run_on", "npu"});
+  j = nx_json();
+  j["memory"]["mhz"] = 1234;
+  expect_error(j, {"memory.mhz", "not one of"});
+  std::string bad = std::string(CLONE_BINARY_DIR) + "/bad_profile.json";
+  std::ofstream(bad) << "{ \"schema\": \"clone.device/1\", ";
+  try {
+    DeviceProfile::load(bad);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("malformed JSON"), std::string::npos);
+  }
+}
+
+// The paper's Gemma-2B numbers on the shipped profiles, each within 15%.
+TEST(Calibration, PaperMeasurementsWithin15Percent) {
+  for (const char* n : {"orin-nx-16gb", "orin-nano-8gb"}) {
+    auto pts = paper_points(DeviceProfile::load(profile_path(n)));
+    ASSERT_FALSE(pts.empty());
+    for (const auto& p : pts)
+      EXPECT_LT(p.rel_err(), 0.15) << n << ": " << p.what << " modelled " << p.modelled;
+  }
+  auto nx = paper_points(DeviceProfile::load(profile_path("orin-nx-16gb")));
+  EXPECT_EQ(nx.size(), 6u);
+}
+
+// Refitting from the shipped factors lands on them: the shipped file is the fit's output.
+TEST(Calibration, FitReproducesShippedFactors) {
+  DeviceProfile nx = DeviceProfile::load(profile_path("orin-nx-16gb"));
+  FitResult r = fit_to_paper(nx);
+  EXPECT_NEAR(r.fit.compute_efficiency, nx.fit.compute_efficiency,
+              0.02 * nx.fit.compute_efficiency);
+  EXPECT_NEAR(r.fit.core_bytes_per_cycle, nx.fit.core_bytes_per_cycle,
+              0.02 * nx.fit.core_bytes_per_cycle);
+  EXPECT_NEAR(r.fit.contention, nx.fit.contention, 0.02);
+  // From a poor start the fit still gets every point within 15%.
+  nx.fit.compute_efficiency = 0.5, nx.fit.core_bytes_per_cycle = 500, nx.fit.contention = 0.2;
+  r = fit_to_paper(nx);
+  for (const auto& p : r.points) EXPECT_LT(p.rel_err(), 0.15) << p.what;
+}
+
+TEST(CostModel, RooflineBehaviour) {
+  DeviceProfile nx = DeviceProfile::load(profile_path("orin-nx-16gb"));
+  CostModel m(nx, model_preset("gemma-2b"));
+  Work pre = m.work(3, Phase::Prefill, 0, 1024), dec = m.work(3, Phase::Decode, 1024, 1);
+  // Gemma-2B layer: 2*(2048*2048*2 + 2048*256*2 + 3*2048*16384) FLOPs per token for the
+  // matrices, plus attention over 1025 positions: 2 * 8 heads * (256 + 256) * 1025.
+  double expect =
+      2 * (2048.0 * 2048 * 2 + 2048.0 * 256 * 2 + 3 * 2048.0 * 16384) + 2 * 8 * 512.0 * 1025;
+  EXPECT_NEAR(dec.flops, expect, 0.005 * expect);
+  EXPECT_GT(pre.flops / pre.dram_bytes, 100);  // prefill: compute-bound
+  EXPECT_LT(dec.flops / dec.dram_bytes, 2);    // decode: memory-bound
+  // Slower clocks take longer; prefill scales nearly with 1/f, decode much less.
+  double tp_hi = m.cost(pre, m.max_level(), 0).time_s, tp_lo = m.cost(pre, 0, 0).time_s;
+  double td_hi = m.cost(dec, m.max_level(), 0).time_s, td_lo = m.cost(dec, 0, 0).time_s;
+  EXPECT_NEAR(tp_lo / tp_hi, 918.0 / 306.0, 0.2);
+  EXPECT_LT(td_lo / td_hi, 2.5);
+  EXPECT_GT(td_lo / td_hi, 1.2);
+  // A co-runner slows everything and costs energy.
+  EXPECT_GT(m.cost(dec, m.max_level(), 0.8).time_s, 1.5 * td_hi);
+  // Decode has an energy-optimal clock below the top one.
+  double e_top = m.cost(dec, m.max_level(), 0).energy_j, e_best = e_top;
+  for (int k = 0; k < m.max_level(); ++k) e_best = std::min(e_best, m.cost(dec, k, 0).energy_j);
+  EXPECT_LT(e_best, 0.95 * e_top);
+  // More KV to read, more time.
+  EXPECT_GT(m.cost(m.work(3, Phase::Decode, 4000, 1), m.max_level(), 0).time_s, td_hi);
+}
+
+TEST(CostModel, OffloadWhenTheModelDoesNotFit) {
+  DeviceProfile nano = DeviceProfile::load(profile_path("orin-nano-8gb"));
+  CostModel fits(nano, model_preset("gemma-2b"));
+  CostModel big(nano, model_preset("llama2-7b"));
+  EXPECT_FALSE(fits.offloaded());
+  ASSERT_TRUE(big.offloaded());
+  Work w = big.work(0, Phase::Decode, 100, 1);
+  EXPECT_GT(w.stream_bytes, 0);
+  // The streamed share arrives at storage bandwidth (1.5 GB/s): far slower than DRAM.
+  EXPECT_GE(big.cost(w, big.max_level(), 0).time_s,
+            w.stream_bytes / (nano.storage_gbps * 1e9) * 0.999);
+}
+
+TEST(CostModel, PerLayerShapesAndLora) {
+  DeviceProfile nx = DeviceProfile::load(profile_path("orin-nx-16gb"));
+  ModelConfig pruned = model_preset("gemma-2b");
+  pruned.layers[5] = LayerShape{4, 1, 8192};
+  pruned.layers[6] = LayerShape{0, 0, 0};  // removed
+  CostModel m(nx, pruned);
+  EXPECT_NEAR(m.work(5, Phase::Decode, 10, 1).flops, 0.5 * m.work(4, Phase::Decode, 10, 1).flops,
+              0.1 * m.work(4, Phase::Decode, 10, 1).flops);
+  EXPECT_LT(m.work(6, Phase::Decode, 10, 1).dram_bytes, 1e6);
+  CostOptions lo;
+  lo.n_experts = 4;
+  CostModel with(nx, model_preset("gemma-2b"), lo);
+  lo.lpu = true;
+  CostModel lpu(nx, model_preset("gemma-2b"), lo);
+  CostModel base(nx, model_preset("gemma-2b"));
+  Work wb = base.work(2, Phase::Decode, 10, 1), wl = with.work(2, Phase::Decode, 10, 1),
+       wp = lpu.work(2, Phase::Decode, 10, 1);
+  EXPECT_GT(wl.flops, wb.flops);
+  EXPECT_GT(wl.dram_bytes, wb.dram_bytes);
+  EXPECT_DOUBLE_EQ(wp.dram_bytes, wb.dram_bytes);  // LPU: no adapter traffic in DRAM
+  EXPECT_GT(wp.lpu_flops, 0);
+  EXPECT_GT(with.expert_swap_s(), 100 * lpu.expert_swap_s());
+}
+
+TEST(CostModel, SfuGridAndSwitchCosts) {
+  DeviceProfile nx = DeviceProfile::load(profile_path("orin-nx-16gb"));
+  CostOptions o;
+  o.sfu = true;
+  CostModel sfu(nx, model_preset("gemma-2b"), o), jet(nx, model_preset("gemma-2b"));
+  EXPECT_GT(sfu.levels().size(), 50u);
+  EXPECT_DOUBLE_EQ(sfu.levels().front().mhz, 306);
+  EXPECT_DOUBLE_EQ(sfu.levels().back().mhz, 918);
+  for (size_t i = 1; i < sfu.levels().size(); ++i)
+    EXPECT_GE(sfu.levels()[i].volt, sfu.levels()[i - 1].volt);
+  EXPECT_LT(sfu.switch_time_s(), jet.switch_time_s() / 100);
+  SimDevice d(std::make_shared<CostModel>(jet), CorunnerTrace::constant(0));
+  double t0 = d.now_s(), e0 = d.energy_j();
+  d.set_level(0);
+  EXPECT_EQ(d.switches(), 1);
+  EXPECT_NEAR(d.now_s() - t0, jet.switch_time_s(), 1e-12);
+  EXPECT_GT(d.energy_j(), e0);
+  d.set_level(0);
+  EXPECT_EQ(d.switches(), 1);
+  EXPECT_THROW(d.set_level(99), Error);
+}
+
+TEST(Corunner, SeededPatternsAndCsv) {
+  for (const auto& p : CorunnerTrace::pattern_names()) {
+    auto a = CorunnerTrace::make(p, 3), b = CorunnerTrace::make(p, 3);
+    for (double t = 0; t < 100; t += 0.37) EXPECT_EQ(a.at(t), b.at(t));
+  }
+  auto web = CorunnerTrace::make("web-search", 1);
+  double m = web.mean(0, 600);
+  EXPECT_GT(m, 0.25);
+  EXPECT_LT(m, 0.6);
+  EXPECT_DOUBLE_EQ(CorunnerTrace::make("idle", 1).mean(0, 100), 0);
+  std::string path = std::string(CLONE_BINARY_DIR) + "/corunner_test.csv";
+  std::ofstream(path) << "t_s,intensity\n0,0.1\n2,0.9\n";
+  auto c = CorunnerTrace::make(path, 0);
+  EXPECT_DOUBLE_EQ(c.at(1), 0.1);
+  EXPECT_DOUBLE_EQ(c.at(3), 0.9);
+  std::ofstream(path) << "t_s,intensity\n0,0.1\n2,1.7\n";
+  EXPECT_THROW(CorunnerTrace::make(path, 0), Error);
+  EXPECT_THROW(CorunnerTrace::make("no-such-pattern", 0), Error);
+}

@@ -1,0 +1,141 @@
+// The linux backend against a sysfs-shaped tree the test builds.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "clone/core/error.h"
+#include "clone/device/linux.h"
+
+using namespace cln;
+using namespace cln::device;
+namespace fs = std::filesystem;
+
+namespace {
+
+void put(const fs::path& p, const std::string& v) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << v << "\n";
+}
+std::string get(const fs::path& p) {
+  std::ifstream in(p);
+  std::string s;
+  std::getline(in, s);
+  return s;
+}
+
+// A Jetson-like tree: one CPU policy, the GPU devfreq, an INA3221 on hwmon and one on IIO.
+fs::path make_tree(const std::string& name, bool with_setspeed = true) {
+  fs::path root = fs::path(CLONE_BINARY_DIR) / "fake_sysfs" / name;
+  fs::remove_all(root);
+  fs::path cpu = root / "sys/devices/system/cpu/cpufreq/policy0";
+  put(cpu / "scaling_available_frequencies", "115200 729600 1420800 1984000");
+  put(cpu / "scaling_available_governors", "schedutil userspace performance");
+  put(cpu / "scaling_governor", "schedutil");
+  put(cpu / "scaling_cur_freq", "1984000");
+  if (with_setspeed) put(cpu / "scaling_setspeed", "<unsupported>");
+  fs::path gpu = root / "sys/class/devfreq/17000000.gpu";
+  put(gpu / "available_frequencies",
+      "918000000 306000000 408000000 510000000 612000000 714000000 816000000");
+  put(gpu / "min_freq", "306000000");
+  put(gpu / "max_freq", "918000000");
+  put(gpu / "cur_freq", "918000000");
+  put(gpu / "governor", "nvhost_podgov");
+  fs::path hw = root / "sys/class/hwmon/hwmon1";
+  put(hw / "name", "ina3221");
+  put(hw / "in1_label", "VDD_IN");
+  put(hw / "in1_input", "5000");    // mV
+  put(hw / "curr1_input", "2000");  // mA -> 10 W
+  put(hw / "in2_label", "VDD_CPU_GPU_CV");
+  put(hw / "in2_input", "5000");
+  put(hw / "curr2_input", "800");
+  fs::path iio = root / "sys/bus/iio/devices/iio:device0";
+  put(iio / "rail_name_0", "VDD_SOC");
+  put(iio / "in_power0_input", "1500");  // mW
+  return root;
+}
+
+}  // namespace
+
+TEST(LinuxBackend, ProbeFindsKnobsAndRails) {
+  fs::path root = make_tree("probe");
+  LinuxProbe pr = probe_linux(root.string());
+  ASSERT_EQ(pr.knobs.size(), 2u);
+  const FreqKnob& cpu = pr.knobs[0];
+  EXPECT_EQ(cpu.kind, "cpufreq");
+  EXPECT_EQ(cpu.levels_mhz.size(), 4u);
+  EXPECT_DOUBLE_EQ(cpu.levels_mhz.back(), 1984);
+  EXPECT_TRUE(cpu.writable) << cpu.why_not;
+  const FreqKnob& gpu = pr.knobs[1];
+  EXPECT_EQ(gpu.name, "17000000.gpu");
+  ASSERT_EQ(gpu.levels_mhz.size(), 7u);
+  EXPECT_DOUBLE_EQ(gpu.levels_mhz.front(), 306);  // sorted
+  EXPECT_DOUBLE_EQ(gpu.cur_mhz, 918);
+  EXPECT_TRUE(gpu.writable);
+  ASSERT_EQ(pr.rails.size(), 3u);
+  double total = 0;
+  for (const auto& r : pr.rails) {
+    if (r.label == "VDD_IN") {
+      EXPECT_NEAR(r.read_w(), 10.0, 1e-9);
+    }
+    if (r.label == "VDD_SOC") {
+      EXPECT_NEAR(r.read_w(), 1.5, 1e-9);
+    }
+    total += r.read_w();
+  }
+  EXPECT_NEAR(total, 15.5, 1e-9);
+  EXPECT_TRUE(pr.missing.empty()) << pr.report();
+}
+
+TEST(LinuxBackend, SetsGpuAndCpuFrequencies) {
+  fs::path root = make_tree("set");
+  LinuxDevice gpu(root.string(), "");  // the devfreq GPU is preferred
+  EXPECT_EQ(gpu.knob().name, "17000000.gpu");
+  EXPECT_EQ(gpu.level(), 6);
+  gpu.set_level(2);
+  fs::path g = root / "sys/class/devfreq/17000000.gpu";
+  EXPECT_EQ(get(g / "min_freq"), "510000000");
+  EXPECT_EQ(get(g / "max_freq"), "510000000");
+  EXPECT_EQ(gpu.switches(), 1);
+  gpu.set_level(5);
+  EXPECT_EQ(get(g / "max_freq"), "816000000");
+  EXPECT_EQ(get(g / "min_freq"), "816000000");
+  EXPECT_THROW(gpu.set_level(7), Error);
+  // Power comes from the input rail only (the others are parts of it).
+  EXPECT_NEAR(gpu.read_power_w(), 10.0, 1e-9);
+  gpu.on_layer(LayerEvent{Phase::Decode, 0, 18, 10, 1});
+  EXPECT_GE(gpu.energy_j(), 0);
+
+  LinuxDevice cpu(root.string(), "policy0");
+  cpu.set_level(1);
+  fs::path c = root / "sys/devices/system/cpu/cpufreq/policy0";
+  EXPECT_EQ(get(c / "scaling_governor"), "userspace");
+  EXPECT_EQ(get(c / "scaling_setspeed"), "729600");
+}
+
+TEST(LinuxBackend, SaysClearlyWhatIsMissing) {
+  fs::path root = make_tree("missing", /*with_setspeed=*/false);
+  fs::remove_all(root / "sys/class/devfreq");
+  fs::remove_all(root / "sys/class/hwmon");
+  fs::remove_all(root / "sys/bus/iio");
+  LinuxProbe pr = probe_linux(root.string());
+  std::string rep = pr.report();
+  EXPECT_NE(rep.find("no scaling_setspeed"), std::string::npos) << rep;
+  EXPECT_NE(rep.find("no devfreq devices"), std::string::npos) << rep;
+  EXPECT_NE(rep.find("no power rails"), std::string::npos) << rep;
+  EXPECT_NE(rep.find("no frequency can be set"), std::string::npos) << rep;
+  try {
+    LinuxDevice d(root.string(), "");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no settable frequency knob"), std::string::npos)
+        << e.what();
+  }
+  // An empty root (this CI machine, a container): everything is named as missing.
+  fs::path empty = fs::path(CLONE_BINARY_DIR) / "fake_sysfs" / "empty";
+  fs::create_directories(empty);
+  LinuxProbe none = probe_linux(empty.string());
+  EXPECT_TRUE(none.knobs.empty());
+  EXPECT_GE(none.missing.size(), 4u);
+}
