@@ -28,6 +28,20 @@ void parallel_rows(k::ThreadPool* pool, int64_t n, F&& f) {
   });
 }
 
+// Like parallel_rows, and tells f which thread it runs on (for per-thread scratch).
+template <typename F>
+void parallel_rows_tid(k::ThreadPool* pool, int64_t n, F&& f) {
+  if (!pool || pool->size() <= 1 || n < 2) {
+    f(int64_t{0}, n, 0);
+    return;
+  }
+  pool->run([&](int tid, int nth) {
+    long b, e;
+    k::split_range(static_cast<long>(n), tid, nth, 1, &b, &e);
+    if (b < e) f(static_cast<int64_t>(b), static_cast<int64_t>(e), tid);
+  });
+}
+
 bool needs_grad(const Graph& g, const TensorP& a) {
   return g.grad_enabled && a->requires_grad;
 }
@@ -147,7 +161,8 @@ TensorP rope(Graph& g, const TensorP& x, int64_t n_heads, int64_t head_dim,
       // The rotation is orthogonal: its transpose rotates by the negated angle.
       std::vector<int32_t> neg(pos.size());
       for (size_t i = 0; i < pos.size(); ++i) neg[i] = -pos[i];
-      std::vector<float> t(y->grad(), y->grad() + y->numel());
+      Buffer t(static_cast<size_t>(y->numel()));  // pooled: no page faults per step
+      std::memcpy(t.data(), y->grad(), sizeof(float) * t.size());
       k::rope(t.data(), n, n_heads, head_dim, neg.data(), base);
       add_into(x->grad(), t.data(), x->numel());
     });
@@ -179,8 +194,11 @@ TensorP attention(Graph& g, const TensorP& q, const TensorP& kk, const TensorP& 
     // One task per (sequence, KV head): the query heads of a group add into the same
     // dK and dV rows, so they run in order inside the task and no two tasks collide.
     const int64_t tasks = n_seq * Hkv;
-    parallel_rows(pool, tasks, [&](int64_t tb, int64_t te) {
-      std::vector<float> P(static_cast<size_t>(T * T)), dP(static_cast<size_t>(T * T));
+    const int n_threads = pool ? pool->size() : 1;
+    Buffer scratch(static_cast<size_t>(2 * n_threads * T * T));  // P and dP per thread, pooled
+    parallel_rows_tid(pool, tasks, [&](int64_t tb, int64_t te, int tid) {
+      float* Pm = scratch.data() + static_cast<size_t>(2 * tid) * static_cast<size_t>(T * T);
+      float* dPm = Pm + T * T;
       for (int64_t task = tb; task < te; ++task) {
         const int64_t b = task / Hkv, kvh = task % Hkv;
         const float* K = kk->data() + b * T * Hkv * dk + kvh * dk;
@@ -192,10 +210,9 @@ TensorP attention(Graph& g, const TensorP& q, const TensorP& kk, const TensorP& 
           const float* dO = gy + b * T * H * dv + h * dv;
           float* dQ = gq ? gq + b * T * H * dk + h * dk : nullptr;
           // S = scale Q K^T, then the causal softmax row by row.
-          k::gemm_f32(false, true, T, T, dk, scale, Q, H * dk, K, Hkv * dk, 0.0f, P.data(), T,
-                      nullptr);
+          k::gemm_f32(false, true, T, T, dk, scale, Q, H * dk, K, Hkv * dk, 0.0f, Pm, T, nullptr);
           for (int64_t i = 0; i < T; ++i) {
-            float* p = P.data() + i * T;
+            float* p = Pm + i * T;
             float m = p[0];
             for (int64_t j = 1; j <= i; ++j) m = std::max(m, p[j]);
             float sum = 0;
@@ -205,24 +222,23 @@ TensorP attention(Graph& g, const TensorP& q, const TensorP& kk, const TensorP& 
             for (int64_t j = i + 1; j < T; ++j) p[j] = 0.0f;
           }
           // dP = dO V^T;  dS = P * (dP - rowsum(P * dP))  (written over dP)
-          k::gemm_f32(false, true, T, T, dv, 1.0f, dO, H * dv, V, Hkv * dv, 0.0f, dP.data(), T,
-                      nullptr);
+          k::gemm_f32(false, true, T, T, dv, 1.0f, dO, H * dv, V, Hkv * dv, 0.0f, dPm, T, nullptr);
           for (int64_t i = 0; i < T; ++i) {
-            const float* p = P.data() + i * T;
-            float* dp = dP.data() + i * T;
+            const float* p = Pm + i * T;
+            float* dp = dPm + i * T;
             float dot = 0;
             for (int64_t j = 0; j <= i; ++j) dot += p[j] * dp[j];
             for (int64_t j = 0; j <= i; ++j) dp[j] = p[j] * (dp[j] - dot);
             for (int64_t j = i + 1; j < T; ++j) dp[j] = 0.0f;
           }
           if (q->requires_grad)  // dQ += scale dS K
-            k::gemm_f32(false, false, T, dk, T, scale, dP.data(), T, K, Hkv * dk, 1.0f, dQ, H * dk,
+            k::gemm_f32(false, false, T, dk, T, scale, dPm, T, K, Hkv * dk, 1.0f, dQ, H * dk,
                         nullptr);
           if (kk->requires_grad)  // dK += scale dS^T Q
-            k::gemm_f32(true, false, T, dk, T, scale, dP.data(), T, Q, H * dk, 1.0f, dK, Hkv * dk,
+            k::gemm_f32(true, false, T, dk, T, scale, dPm, T, Q, H * dk, 1.0f, dK, Hkv * dk,
                         nullptr);
           if (v->requires_grad)  // dV += P^T dO
-            k::gemm_f32(true, false, T, dv, T, 1.0f, P.data(), T, dO, H * dv, 1.0f, dV, Hkv * dv,
+            k::gemm_f32(true, false, T, dv, T, 1.0f, Pm, T, dO, H * dv, 1.0f, dV, Hkv * dv,
                         nullptr);
         }
       }

@@ -336,6 +336,11 @@ TrainReport train_base(const BaseTrainOptions& o) {
       if (j.value(key, nlohmann::json()) != meta[key])
         fail(ckpt, " was written by a run with ", key, " = ", j.value(key, nlohmann::json()).dump(),
              ", this run asks for ", meta[key].dump(), " (use another --out or delete it)");
+    if (j.value("threads", nlohmann::json()) != meta["threads"])
+      std::fprintf(stderr,
+                   "train: warning: %s was written with %s threads, this run uses %d; the loss "
+                   "curve will differ in the last bits from an uninterrupted run\n",
+                   ckpt.c_str(), j.value("threads", nlohmann::json()).dump().c_str(), o.threads);
     truncate_csv(loss_csv, start);
     truncate_csv(valid_csv, start);
     if (o.verbose)
