@@ -11,7 +11,7 @@ struct MachineLimits {
   double read_bandwidth_gbs = 0;  // GB/s (1e9 bytes/s) streaming a buffer far larger than cache
   double fma_gflops = 0;          // GFLOP/s of F32 fused multiply-add (2 flops each), all threads
   int threads = 0;
-  const char* simd_target = "";   // the Highway target chosen at run time, e.g. "AVX3_ZEN4"
+  const char* simd_target = "";  // the Highway target chosen at run time, e.g. "AVX3_ZEN4"
 };
 
 // The Highway target the kernels dispatch to on this CPU, e.g. "AVX3_DL", "AVX2", "NEON".

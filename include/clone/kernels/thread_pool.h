@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <type_traits>
 
 namespace cln::kernels {
 
@@ -23,8 +24,9 @@ class ThreadPool {
   // Calls f(tid, n_threads) on every thread; f is not copied and must not throw.
   template <typename F>
   void run(F&& f) {
-    run([](void* c, int tid, int nth) { (*static_cast<F*>(c))(tid, nth); },
-        static_cast<void*>(&f));
+    using Fn = std::remove_reference_t<F>;  // F may be deduced as an lvalue (const) reference
+    run([](void* c, int tid, int nth) { (*static_cast<Fn*>(c))(tid, nth); },
+        const_cast<void*>(static_cast<const void*>(&f)));
   }
 
  private:

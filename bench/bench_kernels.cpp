@@ -1,0 +1,240 @@
+// Micro-benchmarks of the kernels against this machine's limits (measure_machine):
+//   decode  (n = 1): GB/s of weights streamed from DRAM, and the % of the measured read
+//                    bandwidth. Each iteration uses the next of enough copies of the
+//                    matrix to overflow the last-level cache, as in a real forward pass.
+//   prefill (n = 512 ...): GFLOP/s and the % of the measured F32 FMA peak.
+//   model decode: every matmul of one TinyLlama-1.1B token (22 layers + output head).
+//   pool: the cost of one ThreadPool::run.
+// Run: bench_kernels [--benchmark_filter=...]; uses every core unless CLONE_THREADS is set.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "clone/core/dtype.h"
+#include "clone/kernels/machine.h"
+#include "clone/kernels/ops.h"
+
+namespace cln::kernels {
+namespace {
+
+ThreadPool& pool() {
+  static ThreadPool p([] {
+    const char* e = std::getenv("CLONE_THREADS");
+    return e != nullptr ? std::atoi(e) : 0;
+  }());
+  return p;
+}
+
+const MachineLimits& limits() {
+  static const MachineLimits m = [] {
+    MachineLimits l = measure_machine(&pool());
+    std::fprintf(stderr,
+                 "machine: %d threads, read bandwidth %.1f GB/s, F32 FMA %.1f GFLOP/s, SIMD %s\n",
+                 l.threads, l.read_bandwidth_gbs, l.fma_gflops, l.simd_target);
+    return l;
+  }();
+  return m;
+}
+
+// `copies` quantized random matrices of rows x cols, back to back.
+struct WeightSet {
+  DType type;
+  int64_t rows, cols;
+  size_t bytes_each;
+  std::vector<uint8_t> data;
+  int copies;
+  Matrix at(int i) const {
+    return {type, data.data() + bytes_each * static_cast<size_t>(i % copies), rows, cols};
+  }
+};
+
+WeightSet make_set(DType t, int64_t rows, int64_t cols, size_t min_total_bytes) {
+  WeightSet s{t, rows, cols, dtype_row_bytes(t, cols) * static_cast<size_t>(rows), {}, 1};
+  s.copies = static_cast<int>((min_total_bytes + s.bytes_each - 1) / s.bytes_each);
+  if (s.copies < 1) s.copies = 1;
+  s.data.resize(s.bytes_each * static_cast<size_t>(s.copies));
+  std::mt19937 rng(42);
+  std::normal_distribution<float> dist(0.0f, 0.05f);
+  std::vector<float> row(static_cast<size_t>(cols));
+  const size_t rb = dtype_row_bytes(t, cols);
+  for (int64_t r = 0; r < rows; ++r) {  // one copy quantized, then replicated
+    for (auto& v : row) v = dist(rng);
+    quantize_row(t, row.data(), s.data.data() + rb * static_cast<size_t>(r), cols);
+  }
+  for (int c = 1; c < s.copies; ++c)
+    std::copy(s.data.begin(), s.data.begin() + static_cast<long>(s.bytes_each),
+              s.data.begin() + static_cast<long>(s.bytes_each * static_cast<size_t>(c)));
+  return s;
+}
+
+std::vector<float> random_floats(size_t n) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+constexpr size_t kColdBytes = size_t{512} << 20;  // 16x a 32 MB L3
+
+void BM_Decode(benchmark::State& st, DType t) {
+  const int64_t rows = st.range(0), cols = st.range(1);
+  const WeightSet w = make_set(t, rows, cols, kColdBytes);
+  const auto x = random_floats(static_cast<size_t>(cols));
+  std::vector<float> y(static_cast<size_t>(rows));
+  const double bw = limits().read_bandwidth_gbs;
+  int i = 0;
+  for (auto _ : st) {
+    matmul(w.at(i++), x.data(), 1, y.data(), &pool());
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double bytes = static_cast<double>(w.bytes_each) * static_cast<double>(st.iterations());
+  st.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsRate);
+  st.counters["%bw"] = benchmark::Counter(bytes / (bw * 1e9) * 100, benchmark::Counter::kIsRate);
+  st.SetLabel(std::string(dtype_name(t)));
+}
+
+void BM_Prefill(benchmark::State& st, DType t) {
+  const int64_t rows = st.range(0), cols = st.range(1), n = st.range(2);
+  const WeightSet w = make_set(t, rows, cols, 0);
+  const auto x = random_floats(static_cast<size_t>(n * cols));
+  std::vector<float> y(static_cast<size_t>(n * rows));
+  limits();
+  for (auto _ : st) {
+    matmul(w.at(0), x.data(), n, y.data(), &pool());
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double flops =
+      2.0 * static_cast<double>(rows * cols * n) * static_cast<double>(st.iterations());
+  st.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
+  st.counters["%fma"] =
+      benchmark::Counter(flops / (limits().fma_gflops * 1e9) * 100, benchmark::Counter::kIsRate);
+  st.SetLabel(std::string(dtype_name(t)));
+}
+
+// All matmuls of one token of TinyLlama-1.1B: per layer q, k, v, o, gate, up, down; then the
+// output head. Weights of each layer are separate memory, as in a real model.
+void BM_ModelDecode(benchmark::State& st, DType t) {
+  struct Shape {
+    int64_t rows, cols;
+  };
+  const std::vector<Shape> layer = {{2048, 2048}, {256, 2048},  {256, 2048}, {2048, 2048},
+                                    {5632, 2048}, {5632, 2048}, {2048, 5632}};
+  constexpr int kLayers = 22;
+  std::vector<WeightSet> sets;
+  size_t total = 0;
+  for (const Shape& s : layer) {
+    sets.push_back(make_set(t, s.rows, s.cols, 0));
+    // one copy per layer: replicate to kLayers copies
+    WeightSet& w = sets.back();
+    w.copies = kLayers;
+    w.data.resize(w.bytes_each * kLayers);
+    for (int c = 1; c < kLayers; ++c)
+      std::copy(w.data.begin(), w.data.begin() + static_cast<long>(w.bytes_each),
+                w.data.begin() + static_cast<long>(w.bytes_each * static_cast<size_t>(c)));
+    total += w.bytes_each * kLayers;
+  }
+  const WeightSet head = make_set(t, 32000, 2048, 0);
+  total += head.bytes_each;
+  const auto x = random_floats(5632);
+  std::vector<float> y(32000);
+  limits();
+  for (auto _ : st) {
+    for (int l = 0; l < kLayers; ++l)
+      for (const WeightSet& w : sets) matmul(w.at(l), x.data(), 1, y.data(), &pool());
+    matmul(head.at(0), x.data(), 1, y.data(), &pool());
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double iters = static_cast<double>(st.iterations());
+  st.counters["tok/s"] = benchmark::Counter(iters, benchmark::Counter::kIsRate);
+  st.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(total) * iters / 1e9, benchmark::Counter::kIsRate);
+  st.counters["%bw"] = benchmark::Counter(
+      static_cast<double>(total) * iters / (limits().read_bandwidth_gbs * 1e9) * 100,
+      benchmark::Counter::kIsRate);
+  st.SetLabel(std::string(dtype_name(t)) + ", " + std::to_string(total >> 20) + " MiB per token");
+}
+
+void BM_GemmF32(benchmark::State& st) {
+  const int64_t m = st.range(0), n = st.range(1), k = st.range(2);
+  const auto a = random_floats(static_cast<size_t>(m * k)),
+             b = random_floats(static_cast<size_t>(k * n));
+  std::vector<float> c(static_cast<size_t>(m * n));
+  limits();
+  for (auto _ : st) {
+    gemm_f32(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n, &pool());
+    benchmark::DoNotOptimize(c.data());
+  }
+  const double flops = 2.0 * static_cast<double>(m * n * k) * static_cast<double>(st.iterations());
+  st.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
+  st.counters["%fma"] =
+      benchmark::Counter(flops / (limits().fma_gflops * 1e9) * 100, benchmark::Counter::kIsRate);
+}
+
+void BM_PoolRun(benchmark::State& st) {
+  std::vector<int> sink(64);
+  for (auto _ : st) pool().run([&](int tid, int) { sink[static_cast<size_t>(tid) * 16] += 1; });
+  benchmark::DoNotOptimize(sink.data());
+}
+
+// A small model's matmul (width 256, F32): is it arithmetic or thread overhead?
+void BM_SmallDecode(benchmark::State& st) {
+  const int64_t rows = st.range(0), cols = st.range(1);
+  const WeightSet w = make_set(DType::F32, rows, cols, 0);
+  const auto x = random_floats(static_cast<size_t>(cols));
+  std::vector<float> y(static_cast<size_t>(rows));
+  for (auto _ : st) {
+    matmul(w.at(0), x.data(), 1, y.data(), &pool());
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.counters["GB/s"] = benchmark::Counter(
+      static_cast<double>(w.bytes_each) * static_cast<double>(st.iterations()) / 1e9,
+      benchmark::Counter::kIsRate);
+}
+
+void DecodeShapes(benchmark::internal::Benchmark* b) {
+  for (auto [r, c] : {std::pair<int64_t, int64_t>{2048, 2048},
+                      {256, 2048},
+                      {5632, 2048},
+                      {2048, 5632},
+                      {32000, 2048}})
+    b->Args({r, c});
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
+void PrefillShapes(benchmark::internal::Benchmark* b) {
+  for (auto [r, c] :
+       {std::pair<int64_t, int64_t>{2048, 2048}, {256, 2048}, {5632, 2048}, {2048, 5632}})
+    b->Args({r, c, 512});
+  for (int64_t n : {2, 4, 8, 16, 64}) b->Args({2048, 2048, n});
+  b->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+BENCHMARK_CAPTURE(BM_Decode, f32, DType::F32)->Apply(DecodeShapes);
+BENCHMARK_CAPTURE(BM_Decode, f16, DType::F16)->Apply(DecodeShapes);
+BENCHMARK_CAPTURE(BM_Decode, q8_0, DType::Q8_0)->Apply(DecodeShapes);
+BENCHMARK_CAPTURE(BM_Decode, q4_0, DType::Q4_0)->Apply(DecodeShapes);
+BENCHMARK_CAPTURE(BM_ModelDecode, f16, DType::F16)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_ModelDecode, q8_0, DType::Q8_0)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_ModelDecode, q4_0, DType::Q4_0)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Prefill, f32, DType::F32)->Apply(PrefillShapes);
+BENCHMARK_CAPTURE(BM_Prefill, f16, DType::F16)->Apply(PrefillShapes);
+BENCHMARK_CAPTURE(BM_Prefill, q8_0, DType::Q8_0)->Apply(PrefillShapes);
+BENCHMARK_CAPTURE(BM_Prefill, q4_0, DType::Q4_0)->Apply(PrefillShapes);
+BENCHMARK(BM_GemmF32)
+    ->Args({512, 512, 512})
+    ->Args({512, 2048, 2048})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_PoolRun)->UseRealTime();
+BENCHMARK(BM_SmallDecode)->Args({256, 256})->Args({768, 256})->Args({256, 768})->UseRealTime();
+
+}  // namespace
+}  // namespace cln::kernels
+
+BENCHMARK_MAIN();

@@ -1,0 +1,14 @@
+// x86 AVX-512 VNNI versions of the quantized dot kernels (matvec.h). Highway 1.0.3 has no
+// u8 x i8 dot product, which is what keeps Q4_0/Q8_0 decode at memory speed, so these
+// are written with intrinsics. matvec.cpp selects them when the dispatched Highway target
+// is AVX3_DL (which implies AVX512-VNNI and VBMI); nothing else refers to them.
+#pragma once
+
+#include "kernels/matvec.h"
+
+namespace cln::kernels::detail::x86 {
+
+DotKernel vnni_dot_q8_0();
+DotKernel vnni_dot_q4_0();
+
+}  // namespace cln::kernels::detail::x86

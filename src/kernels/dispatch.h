@@ -1,0 +1,15 @@
+// Which SIMD target the kernels run on. Every optimized kernel is compiled for each Highway
+// target of the build and picked at run time; tests pin each target in turn.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace cln::kernels::detail {
+
+// The targets compiled into clone_kernels that this CPU supports, best first.
+std::vector<int64_t> available_targets();
+// Makes every kernel dispatch to `target` (one of available_targets()); 0 restores the best.
+void force_target(int64_t target);
+
+}  // namespace cln::kernels::detail

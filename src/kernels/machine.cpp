@@ -1,0 +1,154 @@
+// measure_machine: the two limits the engine is judged against.
+//   read bandwidth: every thread streams its share of a buffer far larger than the last-level
+//     cache (1 GiB) with vector loads; best of several passes.
+//   FMA peak: every thread runs independent F32 FMA chains held in registers.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/machine.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace cln::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Sums n floats (n a multiple of 8 vectors) with eight independent accumulators so the
+// loop is bound by loads, not by add latency. The sum is returned so nothing is elided.
+float ReadStream(const float* HWY_RESTRICT p, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+  auto a4 = hn::Zero(d), a5 = hn::Zero(d), a6 = hn::Zero(d), a7 = hn::Zero(d);
+  for (size_t i = 0; i + 8 * N <= n; i += 8 * N) {
+    a0 = hn::Add(a0, hn::LoadU(d, p + i + 0 * N));
+    a1 = hn::Add(a1, hn::LoadU(d, p + i + 1 * N));
+    a2 = hn::Add(a2, hn::LoadU(d, p + i + 2 * N));
+    a3 = hn::Add(a3, hn::LoadU(d, p + i + 3 * N));
+    a4 = hn::Add(a4, hn::LoadU(d, p + i + 4 * N));
+    a5 = hn::Add(a5, hn::LoadU(d, p + i + 5 * N));
+    a6 = hn::Add(a6, hn::LoadU(d, p + i + 6 * N));
+    a7 = hn::Add(a7, hn::LoadU(d, p + i + 7 * N));
+  }
+  a0 =
+      hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), hn::Add(hn::Add(a4, a5), hn::Add(a6, a7)));
+  return hn::GetLane(hn::SumOfLanes(d, a0));
+}
+
+// Runs `iters` rounds of 12 independent FMA chains; returns the flops done (2 per lane per FMA)
+// through *flops and a value that depends on every chain.
+float FmaChains(size_t iters, float seed, double* flops) {
+  const hn::ScalableTag<float> d;
+  const auto m = hn::Set(d, 0.999999f), c = hn::Set(d, 1e-7f);
+  auto a0 = hn::Set(d, seed), a1 = hn::Add(a0, c), a2 = hn::Add(a1, c), a3 = hn::Add(a2, c);
+  auto a4 = hn::Add(a3, c), a5 = hn::Add(a4, c), a6 = hn::Add(a5, c), a7 = hn::Add(a6, c);
+  auto a8 = hn::Add(a7, c), a9 = hn::Add(a8, c), a10 = hn::Add(a9, c), a11 = hn::Add(a10, c);
+  for (size_t i = 0; i < iters; ++i) {
+    a0 = hn::MulAdd(a0, m, c);
+    a1 = hn::MulAdd(a1, m, c);
+    a2 = hn::MulAdd(a2, m, c);
+    a3 = hn::MulAdd(a3, m, c);
+    a4 = hn::MulAdd(a4, m, c);
+    a5 = hn::MulAdd(a5, m, c);
+    a6 = hn::MulAdd(a6, m, c);
+    a7 = hn::MulAdd(a7, m, c);
+    a8 = hn::MulAdd(a8, m, c);
+    a9 = hn::MulAdd(a9, m, c);
+    a10 = hn::MulAdd(a10, m, c);
+    a11 = hn::MulAdd(a11, m, c);
+  }
+  *flops = 2.0 * 12.0 * static_cast<double>(hn::Lanes(d)) * static_cast<double>(iters);
+  const auto s = hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)),
+                         hn::Add(hn::Add(hn::Add(a4, a5), hn::Add(a6, a7)),
+                                 hn::Add(hn::Add(a8, a9), hn::Add(a10, a11))));
+  return hn::GetLane(hn::SumOfLanes(d, s));
+}
+
+const char* TargetNameHere() {
+  return hwy::TargetName(HWY_TARGET);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace cln::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "clone/kernels/machine.h"
+
+namespace cln::kernels {
+HWY_EXPORT(ReadStream);
+HWY_EXPORT(FmaChains);
+HWY_EXPORT(TargetNameHere);
+
+const char* simd_target_name() {
+  return HWY_DYNAMIC_DISPATCH(TargetNameHere)();
+}
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+MachineLimits measure_machine(ThreadPool* pool) {
+  MachineLimits m;
+  m.threads = pool->size();
+  m.simd_target = simd_target_name();
+
+  // Bandwidth: 1 GiB, 32x the L3 of a large desktop part. Touch it first (page faults are
+  // not bandwidth), then keep the best of several passes.
+  constexpr size_t kBytes = size_t{1} << 30;
+  constexpr size_t kFloats = kBytes / sizeof(float);
+  float* buf = static_cast<float*>(std::aligned_alloc(2 << 20, kBytes));
+  if (buf == nullptr) return m;
+  madvise(buf, kBytes, MADV_HUGEPAGE);  // fewer TLB misses, as a large model mapping would get
+  pool->run([&](int tid, int nth) {
+    long b, e;
+    split_range(static_cast<long>(kFloats), tid, nth, 4096, &b, &e);
+    for (long i = b; i < e; ++i) buf[i] = static_cast<float>(i & 7);
+  });
+  std::vector<float> sink(static_cast<size_t>(m.threads));
+  double best = 0;
+  for (int pass = 0; pass < 6; ++pass) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool->run([&](int tid, int nth) {
+      long b, e;
+      split_range(static_cast<long>(kFloats), tid, nth, 4096, &b, &e);
+      sink[static_cast<size_t>(tid)] +=
+          HWY_DYNAMIC_DISPATCH(ReadStream)(buf + b, static_cast<size_t>(e - b));
+    });
+    best = std::max(best, static_cast<double>(kBytes) / seconds_since(t0) / 1e9);
+  }
+  std::free(buf);
+  m.read_bandwidth_gbs = best;
+
+  // FMA: about 50 ms per pass, best of three.
+  std::vector<double> flops(static_cast<size_t>(m.threads));
+  double best_fma = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool->run([&](int tid, int) {
+      sink[static_cast<size_t>(tid)] += HWY_DYNAMIC_DISPATCH(FmaChains)(
+          size_t{4} << 20, 1.0f + static_cast<float>(tid), &flops[static_cast<size_t>(tid)]);
+    });
+    const double s = seconds_since(t0);
+    double total = 0;
+    for (double f : flops) total += f;
+    best_fma = std::max(best_fma, total / s / 1e9);
+  }
+  m.fma_gflops = best_fma;
+  volatile float keep = 0;
+  for (float s : sink) keep = keep + s;
+  return m;
+}
+
+}  // namespace cln::kernels
+#endif  // HWY_ONCE

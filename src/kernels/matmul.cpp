@@ -1,0 +1,111 @@
+// matmul and gemm_f32: checks, then the choice between the two paths.
+//   few tokens  -> matvec (dot products; memory-bound; rows split across threads)
+//   many tokens -> gemm   (packed panels and register tiles; compute-bound)
+#include <algorithm>
+
+#include "clone/core/error.h"
+#include "clone/kernels/ops.h"
+#include "kernels/gemm.h"
+#include "kernels/matvec.h"
+#include "kernels/scratch.h"
+
+namespace cln::kernels {
+namespace {
+
+// Below this many weight bytes a matmul runs on the calling thread alone: waking the
+// pool would cost more than it saves.
+constexpr size_t kMinParallelBytes = 32 << 10;
+
+void check_matrix(const Matrix& w) {
+  if (!dtype_supported(static_cast<uint32_t>(w.type)))
+    fail("matmul: unsupported weight type id ", static_cast<uint32_t>(w.type));
+  if (w.rows < 0 || w.cols < 0 || w.cols % dtype_block_size(w.type) != 0)
+    fail("matmul: a ", w.rows, " x ", w.cols, " ", dtype_name(w.type),
+         " matrix needs whole blocks per row");
+  if (w.data == nullptr && w.rows > 0 && w.cols > 0) fail("matmul: weight data is null");
+}
+
+}  // namespace
+
+// Up to this many tokens the dot path wins: it reads each weight once and its inner loop
+// is cheaper per weight than unpacking a panel; beyond it, panel reuse across tokens wins.
+// Measured with bench/bench_kernels (matmul n sweep).
+int64_t detail::dot_max_tokens(DType t) {
+  switch (t) {
+    case DType::Q4_0:
+    case DType::Q8_0:
+      return 4;
+    default:
+      return 2;
+  }
+}
+
+void matmul(const Matrix& w, const float* x, int64_t n, float* y, ThreadPool* pool, bool accumulate,
+            float scale) {
+  check_matrix(w);
+  if (n <= 0 || w.rows == 0) return;
+  if (w.cols == 0) {
+    if (!accumulate) std::fill(y, y + n * w.rows, 0.0f);
+    return;
+  }
+  if (n > detail::dot_max_tokens(w.type)) {
+    detail::GemmArgs g;
+    g.M = n;
+    g.N = w.rows;
+    g.K = w.cols;
+    g.alpha = scale;
+    g.A = x;
+    g.lda = w.cols;
+    g.w = &w;
+    g.beta = accumulate ? 1.0f : 0.0f;
+    g.C = y;
+    g.ldc = w.rows;
+    detail::gemm(g, pool);
+    return;
+  }
+
+  const detail::DotKernel k = detail::dot_kernel(w.type);
+  detail::DotArgs a{&w, x, nullptr, 0, n, y, w.rows, accumulate, scale};
+  const size_t pb = k.prepared_bytes(w.cols);
+  if (pb > 0) {
+    a.px_stride = (pb + 63) / 64 * 64;
+    auto* px = detail::scratch_as<uint8_t>(detail::ScratchSlot::kActivations,
+                                           a.px_stride * static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t)
+      k.prepare(x + t * w.cols, w.cols, px + a.px_stride * static_cast<size_t>(t));
+    a.px = px;
+  }
+  const size_t bytes = dtype_row_bytes(w.type, w.cols) * static_cast<size_t>(w.rows);
+  if (pool == nullptr || pool->size() == 1 || bytes < kMinParallelBytes) {
+    k.rows(a, 0, w.rows);
+    return;
+  }
+  pool->run([&](int tid, int nth) {
+    long b, e;
+    split_range(static_cast<long>(w.rows), tid, nth, detail::kDotRowAlign, &b, &e);
+    if (b < e) k.rows(a, b, e);
+  });
+}
+
+void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+              const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+              int64_t ldc, ThreadPool* pool) {
+  if (M < 0 || N < 0 || K < 0) fail("gemm_f32: negative size ", M, " x ", N, " x ", K);
+  detail::GemmArgs g;
+  g.trans_a = trans_a;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.alpha = alpha;
+  g.A = A;
+  g.lda = lda;
+  g.B = B;
+  g.ldb = ldb;
+  g.trans_b = trans_b;
+  g.beta = beta;
+  g.C = C;
+  g.ldc = ldc;
+  detail::gemm(g, pool);
+}
+
+}  // namespace cln::kernels
