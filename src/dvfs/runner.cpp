@@ -159,6 +159,7 @@ std::vector<RequestResult> run_workload(device::SimDevice& dev, Policy& pol,
   std::vector<RequestResult> out;
   out.reserve(reqs.size());
   double nominal = dev.now_s();  // controller-independent schedule for the co-runner's phase
+  int32_t loaded = -1;           // LoRA expert set in memory
   for (const auto& r : reqs) {
     double arrival = opt.closed_loop ? dev.now_s() + r.think_s : r.arrival_s;
     dev.idle_until(arrival);
@@ -167,6 +168,15 @@ std::vector<RequestResult> run_workload(device::SimDevice& dev, Policy& pol,
       dev.anchor_corunner(nominal);
       Estimates e = estimate(dev.model(), r.prompt, r.output, opt.n_batch);
       nominal += e.prefill_s + e.decode_token_s * static_cast<double>(r.output - 1);
+    }
+    // Switching LoRA experts between requests: read the new set from storage into DRAM, or
+    // with the LPU swap the on-chip resident set. The request waits for it (its TTFT and
+    // the controller's slack include it) and pays for it.
+    double swap_j = 0;
+    if (r.expert_set >= 0 && r.expert_set != loaded && dev.model().options().n_experts > 0) {
+      swap_j = dev.model().expert_swap_j();
+      dev.charge(dev.model().expert_swap_s(), swap_j);
+      loaded = r.expert_set;
     }
     bool feas = feasible_at_top(dev, r, arrival, opt.n_batch);
     std::vector<TimelinePoint>* tl = r.id == opt.timeline_request ? opt.timeline : nullptr;
@@ -178,6 +188,7 @@ std::vector<RequestResult> run_workload(device::SimDevice& dev, Policy& pol,
                                    });
     RequestResult res = drv.finish();
     res.feasible = feas;
+    res.energy_j += swap_j;
     out.push_back(res);
   }
   return out;
@@ -234,7 +245,8 @@ SweepResult sweep(std::shared_ptr<const device::CostModel> model,
       RunOptions ro = spec.run;
       std::vector<TimelinePoint> tl;
       bool want_tl = out.timeline.empty() && ro.timeline_request >= 0 &&
-                     (name == "learned" || spec.controllers.size() == 1);
+                     (name == "learned" || spec.controllers.size() == 1) &&
+                     (spec.timeline_corunner.empty() || spec.timeline_corunner == pat);
       ro.timeline = want_tl ? &tl : nullptr;
       auto rs = run_workload(dev, *pol, reqs, spec.predictor, ro);
       if (want_tl && !tl.empty()) {

@@ -28,14 +28,15 @@ struct Opts {
   std::vector<std::string> corunners{"idle", "web-search", "video", "bursty"};
   std::vector<std::string> controllers{"performance", "powersave", "schedutil",
                                        "static",      "learned",   "oracle"};
-  std::string sfu = "off", policy;
-  bool lpu = false, open_loop = false, no_plots = false;
-  int experts = 0;
+  std::string sfu = "off", lpu = "off", policy;
+  bool open_loop = false, no_plots = false;
+  int experts = 0, lora_bank = 0;
   size_t requests = 100;
   uint64_t seed = 42;
   double slo_scale = 1;
   std::vector<double> noise{0};
   int64_t n_batch = 512, timeline = 0;
+  std::string timeline_corunner;
 };
 
 ModelConfig load_model(const std::string& m) {
@@ -73,6 +74,20 @@ std::vector<workload::Request> load_workload(const Opts& o) {
   return reqs;
 }
 
+// Each request is served with one of lora_bank expert sets (seeded, uniform): consecutive
+// requests with different sets make the device swap experts between them.
+void assign_expert_sets(std::vector<workload::Request>& reqs, int lora_bank, uint64_t seed) {
+  if (lora_bank <= 0) return;
+  std::mt19937_64 rng(seed ^ 0x10a5e7ull);
+  std::uniform_int_distribution<int32_t> pick(0, lora_bank - 1);
+  for (auto& r : reqs) r.expert_set = pick(rng);
+}
+
+std::vector<bool> switch_values(const std::string& v) {
+  if (v == "both") return {false, true};
+  return {v == "on"};
+}
+
 void gnuplot(const std::string& script) {
   FILE* p = popen("gnuplot 2>&1", "w");
   if (!p) return;
@@ -86,41 +101,90 @@ void plots(const std::string& dir, const std::vector<std::string>& corunners,
     std::printf("gnuplot not found: CSVs written, no PNG plots\n");
     return;
   }
-  // One clustered bar chart per metric: x = co-runner, one bar per controller.
+  // Clustered bars: x = co-runner pattern, one bar per controller; scale converts the
+  // CSV's unit (seconds) to the plotted one.
   struct M {
     const char* col;
+    const char* ylabel;
+    double scale;
+  };
+  auto bars = [&](std::ostringstream& g, const M& m, const char* title) {
+    g << "set title '" << title << "'\nset ylabel '" << m.ylabel << "'\nplot ";
+    for (size_t c = 0; c < ctl.size(); ++c)
+      g << (c ? ", " : "") << "'" << dir << "/pivot_" << m.col << ".csv' every ::1 using ($"
+        << c + 2 << "*" << m.scale << ")" << (c == 0 ? ":xtic(1)" : "") << " title '" << ctl[c]
+        << "'";
+    g << "\n";
+  };
+  const std::string style =
+      "set style data histograms\nset style histogram cluster gap 1\n"
+      "set style fill solid 0.85 border -1\nset datafile separator ','\n"
+      "set key outside right top\nset yrange [0:*]\nset grid ytics\n"
+      "set xlabel 'co-runner pattern'\n";
+  struct One {
+    M m;
     const char* file;
     const char* title;
   };
-  const M metrics[] = {{"energy_j", "energy.png", "energy per request (J)"},
-                       {"slo_attainment_pct", "slo.png", "SLO attainment (%)"},
-                       {"ttft_p99_s", "ttft_p99.png", "TTFT P99 (s)"},
-                       {"tpot_p99_s", "tpot_p99.png", "TPOT P99 (s)"},
-                       {"ttft_p50_s", "ttft_p50.png", "TTFT P50 (s)"},
-                       {"tpot_p50_s", "tpot_p50.png", "TPOT P50 (s)"},
-                       {"switches_per_token", "switches.png", "frequency switches per token"}};
-  for (const auto& m : metrics) {
+  const One singles[] = {
+      {{"energy_j", "energy per request (J)", 1}, "energy.png", "Energy per request"},
+      {{"slo_attainment_pct", "requests meeting TTFT and TPOT (%)", 1},
+       "slo.png",
+       "SLO attainment"},
+      {{"switches_per_token", "switches per output token", 1},
+       "switches.png",
+       "DVFS frequency switches"}};
+  for (const auto& x : singles) {
     std::ostringstream g;
-    g << "set terminal pngcairo size 900,480\nset output '" << dir << "/" << m.file << "'\n"
-      << "set title '" << m.title
-      << "'\nset style data histograms\nset style histogram cluster gap 1\n"
-      << "set style fill solid 0.8 border -1\nset datafile separator ','\nset key outside right\n"
-      << "set yrange [0:*]\nset grid ytics\n";
-    g << "plot ";
-    for (size_t c = 0; c < ctl.size(); ++c)
-      g << (c ? ", " : "") << "'" << dir << "/pivot_" << m.col << ".csv' using " << c + 2
-        << (c == 0 ? ":xtic(1)" : "") << " title '" << ctl[c] << "'";
-    g << "\n";
+    g << "set terminal pngcairo size 900,460 font 'sans,11'\nset output '" << dir << "/" << x.file
+      << "'\n"
+      << style;
+    bars(g, x.m, x.title);
+    gnuplot(g.str());
+  }
+  // Latency percentiles: P50 and P99 side by side.
+  struct Pair {
+    M p50, p99;
+    const char* file;
+    const char* name;
+  };
+  const Pair pairs[] = {
+      {{"ttft_p50_s", "TTFT (s)", 1}, {"ttft_p99_s", "TTFT (s)", 1}, "ttft.png", "TTFT"},
+      {{"tpot_p50_s", "TPOT (ms)", 1e3}, {"tpot_p99_s", "TPOT (ms)", 1e3}, "tpot.png", "TPOT"}};
+  for (const auto& x : pairs) {
+    std::ostringstream g;
+    g << "set terminal pngcairo size 1300,460 font 'sans,11'\nset output '" << dir << "/" << x.file
+      << "'\n"
+      << style << "set multiplot layout 1,2\nunset key\n";
+    bars(g, x.p50, (std::string(x.name) + " P50").c_str());
+    g << "set key outside right top\n";
+    bars(g, x.p99, (std::string(x.name) + " P99").c_str());
+    g << "unset multiplot\n";
     gnuplot(g.str());
   }
   (void)corunners;
   if (has_timeline) {
+    // Top: the clock at every layer boundary (x: pass, y: layer); bottom: the co-runner's
+    // intensity during each pass, on the same x axis.
     std::ostringstream g;
-    g << "set terminal pngcairo size 1000,520\nset output '" << dir << "/timeline.png'\n"
-      << "set title 'clock per layer and token: " << tl_title << "'\nset datafile separator ','\n"
-      << "set xlabel 'pass (0 = prefill, then one per output token)'\nset ylabel 'layer'\n"
-      << "set cblabel 'MHz'\nset view map\nset palette rgbformulae 33,13,10\n"
-      << "plot '" << dir << "/timeline.csv' using 1:3:5 skip 1 with image notitle\n";
+    const std::string csv = dir + "/timeline.csv";
+    g << "set terminal pngcairo size 1000,620 font 'sans,11'\nset output '" << dir
+      << "/timeline.png'\nset datafile separator ','\n"
+      << "stats '" << csv << "' every ::1 using 1 nooutput\n"
+      << "set xrange [-0.5:STATS_max + 0.5]\nset multiplot\n"
+      << "set lmargin at screen 0.08\nset rmargin at screen 0.86\n"
+      << "set tmargin at screen 0.92\nset bmargin at screen 0.40\n"
+      << "set title 'GPU clock at every layer boundary: " << tl_title << "'\n"
+      << "set ylabel 'layer (top row: output head)'\nset cblabel 'GPU clock (MHz)'\n"
+      << "set format x ''\nset view map\nset palette rgbformulae 33,13,10\n"
+      << "set autoscale yfix\n"
+      << "plot '" << csv << "' every ::1 using 1:3:5 with image notitle\n"
+      << "unset title\nset tmargin at screen 0.36\nset bmargin at screen 0.10\n"
+      << "set format x '%g'\nset xlabel 'pass (prefill passes first, then one per output token)'\n"
+      << "set ylabel 'co-runner intensity'\nset yrange [0:1.05]\nset ytics 0,0.5,1\nset grid "
+         "ytics\n"
+      << "plot '" << csv << "' every ::1 using 1:6 with lines lw 2 lc rgb '#444444' notitle\n"
+      << "unset multiplot\n";
     gnuplot(g.str());
   }
 }
@@ -129,19 +193,19 @@ int run(const Opts& o) {
   auto prof = device::DeviceProfile::find(o.profile);
   ModelConfig mc = load_model(o.model);
   auto reqs = load_workload(o);
+  if (o.lora_bank > 0 && o.experts <= 0)
+    fail("--lora-bank needs --lora-experts (active experts per pass) > 0");
+  assign_expert_sets(reqs, o.lora_bank, o.seed);
   std::filesystem::create_directories(o.out);
-  std::vector<bool> sfus;
-  if (o.sfu == "both")
-    sfus = {false, true};
-  else
-    sfus = {o.sfu == "on"};
-  Table table({"sfu", "noise", "corunner", "controller", "requests", "infeasible", "energy_j",
-               "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "slo_attainment_pct",
-               "attainment_feasible_pct", "switches_per_token"});
-  Table per_req({"sfu", "noise", "corunner", "controller", "id", "slo", "prompt", "output",
-                 "predicted", "queue_s", "ttft_s", "ttft_target_s", "tpot_s", "tpot_target_s",
-                 "e2e_s", "energy_j", "switches", "met", "feasible"});
-  Table judged({"sfu", "noise", "corunner", "learned_att_pct", "performance_att_pct",
+  const std::vector<bool> sfus = switch_values(o.sfu), lpus = switch_values(o.lpu);
+  Table table({"sfu", "lpu", "noise", "corunner", "controller", "requests", "infeasible",
+               "energy_j", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s",
+               "slo_attainment_pct", "attainment_feasible_pct", "switches_per_token"});
+  Table per_req({"sfu",     "lpu",      "noise",         "corunner", "controller",
+                 "id",      "slo",      "prompt",        "output",   "predicted",
+                 "queue_s", "ttft_s",   "ttft_target_s", "tpot_s",   "tpot_target_s",
+                 "e2e_s",   "energy_j", "switches",      "met",      "feasible"});
+  Table judged({"sfu", "lpu", "noise", "corunner", "learned_att_pct", "performance_att_pct",
                 "att_gap_points", "learned_vs_oracle_energy_pct", "saving_vs_performance_pct",
                 "saving_vs_powersave_pct", "saving_vs_schedutil_pct", "saving_vs_static_pct"});
   std::map<std::string, std::map<std::string, double>> pivot_src[7];
@@ -149,77 +213,110 @@ int run(const Opts& o) {
                           "ttft_p50_s", "tpot_p50_s",         "switches_per_token"};
   std::vector<dvfs::TimelinePoint> timeline;
   std::string tl_title;
-  size_t total_runs = sfus.size() * o.noise.size(), run_i = 0;
+  // The paper's CLONE vs CLONE-HW ablation: totals over the workload per accelerator setting.
+  Table ablation({"corunner", "controller", "sfu", "lpu", "energy_total_j", "latency_total_s",
+                  "ttft_mean_s", "tpot_mean_s", "slo_attainment_pct", "switches",
+                  "energy_vs_baseline_pct", "latency_vs_baseline_pct"});
+  std::map<std::pair<std::string, std::string>, std::pair<double, double>> baseline;
+  size_t total_runs = sfus.size() * lpus.size() * o.noise.size(), run_i = 0;
   std::size_t infeasible_all = 0, n_all = 0;
-  for (bool sfu : sfus) {
-    device::CostOptions co;
-    co.sfu = sfu, co.lpu = o.lpu, co.n_experts = o.experts;
-    auto model = std::make_shared<const device::CostModel>(prof, mc, co);
-    if (model->offloaded())
-      std::printf(
-          "note: %s does not fit in %s's memory; %.0f%% of the weights stream from storage every "
-          "pass\n",
-          mc.name.c_str(), prof.name.c_str(), 100 * (1 - model->resident_fraction()));
-    for (double noise : o.noise) {
-      ++run_i;
-      dvfs::SweepSpec sp;
-      sp.controllers = o.controllers;
-      sp.corunners = o.corunners;
-      sp.corunner_seed = o.seed;
-      sp.policy.learned_path = o.policy;
-      sp.policy.n_batch = o.n_batch;
-      sp.predictor.noise = noise;
-      sp.run.n_batch = o.n_batch;
-      sp.run.closed_loop = !o.open_loop;
-      sp.run.timeline_request = o.timeline;
-      sp.progress = [&](const std::string& s) {
-        std::fprintf(stderr, "[sfu %s, noise %.2f, %zu/%zu] %s\n", sfu ? "on" : "off", noise, run_i,
-                     total_runs, s.c_str());
-      };
-      auto res = dvfs::sweep(model, reqs, sp);
-      std::string sfu_s = sfu ? "on" : "off";
-      std::map<std::pair<std::string, std::string>, dvfs::Summary> by;
-      for (size_t i = 0; i < res.summaries.size(); ++i) {
-        const auto& s = res.summaries[i];
-        by[{s.corunner, s.controller}] = s;
-        table.add({sfu_s, noise, s.corunner, s.controller, static_cast<long long>(s.n),
-                   static_cast<long long>(s.infeasible), s.energy_j, s.ttft_p50, s.ttft_p99,
-                   s.tpot_p50, s.tpot_p99, s.attainment, s.attainment_feasible,
-                   s.switches_per_token});
-        if (run_i == 1) {
-          double v[7] = {s.energy_j, s.attainment, s.ttft_p99,          s.tpot_p99,
-                         s.ttft_p50, s.tpot_p50,   s.switches_per_token};
-          for (int k = 0; k < 7; ++k) pivot_src[k][s.corunner][s.controller] = v[k];
-        }
-        infeasible_all += s.infeasible, n_all += s.n;
-        for (const auto& r : res.results[i])
-          per_req.add({sfu_s, noise, s.corunner, s.controller, static_cast<long long>(r.id), r.slo,
-                       static_cast<long long>(r.prompt), static_cast<long long>(r.output),
-                       static_cast<long long>(r.predicted), r.queue_s, r.ttft_s, r.ttft_target_s,
-                       r.tpot_s, r.tpot_target_s, r.e2e_s, r.energy_j,
-                       static_cast<long long>(r.switches), static_cast<long long>(r.met),
-                       static_cast<long long>(r.feasible)});
-      }
-      for (const auto& c : o.corunners) {
-        auto has = [&](const char* n) { return by.count({c, n}) > 0; };
-        if (!has("learned")) continue;
-        const auto& l = by[{c, "learned"}];
-        auto saving = [&](const char* n) {
-          return has(n) ? 100 * (1 - l.energy_j / by[{c, n}].energy_j) : NAN;
+  for (bool sfu : sfus)
+    for (bool lpu : lpus) {
+      device::CostOptions co;
+      co.sfu = sfu, co.lpu = lpu, co.n_experts = o.experts;
+      auto model = std::make_shared<const device::CostModel>(prof, mc, co);
+      if (model->offloaded())
+        std::printf(
+            "note: %s does not fit in %s's memory; %.0f%% of the weights stream from storage every "
+            "pass\n",
+            mc.name.c_str(), prof.name.c_str(), 100 * (1 - model->resident_fraction()));
+      for (double noise : o.noise) {
+        ++run_i;
+        dvfs::SweepSpec sp;
+        sp.controllers = o.controllers;
+        sp.corunners = o.corunners;
+        sp.corunner_seed = o.seed;
+        sp.policy.learned_path = o.policy;
+        sp.policy.n_batch = o.n_batch;
+        sp.predictor.noise = noise;
+        sp.run.n_batch = o.n_batch;
+        sp.run.closed_loop = !o.open_loop;
+        sp.run.timeline_request = o.timeline;
+        sp.timeline_corunner = o.timeline_corunner;
+        sp.progress = [&](const std::string& s) {
+          std::fprintf(stderr, "[sfu %s, lpu %s, noise %.2f, %zu/%zu] %s\n", sfu ? "on" : "off",
+                       lpu ? "on" : "off", noise, run_i, total_runs, s.c_str());
         };
-        double perf_att = has("performance") ? by[{c, "performance"}].attainment : NAN;
-        judged.add({sfu_s, noise, c, l.attainment, perf_att, l.attainment - perf_att,
-                    has("oracle") ? 100 * (l.energy_j / by[{c, "oracle"}].energy_j - 1) : NAN,
-                    saving("performance"), saving("powersave"), saving("schedutil"),
-                    saving("static")});
-      }
-      if (timeline.empty() && !res.timeline.empty()) {
-        timeline = res.timeline;
-        tl_title = "request " + std::to_string(o.timeline) + ", " + res.timeline_controller + ", " +
-                   res.timeline_corunner + ", SFU " + sfu_s;
+        auto res = dvfs::sweep(model, reqs, sp);
+        std::string sfu_s = sfu ? "on" : "off", lpu_s = lpu ? "on" : "off";
+        std::map<std::pair<std::string, std::string>, dvfs::Summary> by;
+        for (size_t i = 0; i < res.summaries.size(); ++i) {
+          const auto& s = res.summaries[i];
+          by[{s.corunner, s.controller}] = s;
+          table.add({sfu_s, lpu_s, noise, s.corunner, s.controller, static_cast<long long>(s.n),
+                     static_cast<long long>(s.infeasible), s.energy_j, s.ttft_p50, s.ttft_p99,
+                     s.tpot_p50, s.tpot_p99, s.attainment, s.attainment_feasible,
+                     s.switches_per_token});
+          if (run_i == 1) {
+            double v[7] = {s.energy_j, s.attainment, s.ttft_p99,          s.tpot_p99,
+                           s.ttft_p50, s.tpot_p50,   s.switches_per_token};
+            for (int k = 0; k < 7; ++k) pivot_src[k][s.corunner][s.controller] = v[k];
+          }
+          infeasible_all += s.infeasible, n_all += s.n;
+          if (noise == o.noise.front()) {
+            double e = 0, lat = 0, ttft = 0, tpot = 0;
+            long long sw = 0;
+            for (const auto& r : res.results[i])
+              e += r.energy_j, lat += r.e2e_s, ttft += r.ttft_s, tpot += r.tpot_s, sw += r.switches;
+            const double n = static_cast<double>(std::max<size_t>(1, res.results[i].size()));
+            auto key = std::make_pair(s.corunner, s.controller);
+            if (!baseline.count(key)) baseline[key] = {e, lat};  // the first setting: both off
+            const auto& b = baseline[key];
+            ablation.add({s.corunner, s.controller, sfu_s, lpu_s, e, lat, ttft / n, tpot / n,
+                          s.attainment, sw, 100 * (e / b.first - 1), 100 * (lat / b.second - 1)});
+          }
+          for (const auto& r : res.results[i])
+            per_req.add({sfu_s,
+                         lpu_s,
+                         noise,
+                         s.corunner,
+                         s.controller,
+                         static_cast<long long>(r.id),
+                         r.slo,
+                         static_cast<long long>(r.prompt),
+                         static_cast<long long>(r.output),
+                         static_cast<long long>(r.predicted),
+                         r.queue_s,
+                         r.ttft_s,
+                         r.ttft_target_s,
+                         r.tpot_s,
+                         r.tpot_target_s,
+                         r.e2e_s,
+                         r.energy_j,
+                         static_cast<long long>(r.switches),
+                         static_cast<long long>(r.met),
+                         static_cast<long long>(r.feasible)});
+        }
+        for (const auto& c : o.corunners) {
+          auto has = [&](const char* n) { return by.count({c, n}) > 0; };
+          if (!has("learned")) continue;
+          const auto& l = by[{c, "learned"}];
+          auto saving = [&](const char* n) {
+            return has(n) ? 100 * (1 - l.energy_j / by[{c, n}].energy_j) : NAN;
+          };
+          double perf_att = has("performance") ? by[{c, "performance"}].attainment : NAN;
+          judged.add({sfu_s, lpu_s, noise, c, l.attainment, perf_att, l.attainment - perf_att,
+                      has("oracle") ? 100 * (l.energy_j / by[{c, "oracle"}].energy_j - 1) : NAN,
+                      saving("performance"), saving("powersave"), saving("schedutil"),
+                      saving("static")});
+        }
+        if (timeline.empty() && !res.timeline.empty()) {
+          timeline = res.timeline;
+          tl_title = "request " + std::to_string(o.timeline) + ", " + res.timeline_controller +
+                     ", " + res.timeline_corunner + ", SFU " + sfu_s + ", LPU " + lpu_s;
+        }
       }
     }
-  }
   table.set_precision(3);
   judged.set_precision(2);
   std::printf("## %s on %s, %zu requests (%s workload, seed %llu)\n\n%s\n", mc.name.c_str(),
@@ -227,6 +324,14 @@ int run(const Opts& o) {
               static_cast<unsigned long long>(o.seed), table.markdown().c_str());
   if (!judged.rows().empty())
     std::printf("## learned policy vs the others\n\n%s\n", judged.markdown().c_str());
+  if (sfus.size() * lpus.size() > 1) {
+    ablation.set_precision(2);
+    std::printf(
+        "## accelerator ablation: totals over %zu requests (%d active LoRA experts per pass, %d "
+        "expert sets; changes vs the first setting)\n\n%s\n",
+        reqs.size(), o.experts, o.lora_bank, ablation.markdown().c_str());
+    ablation.write(o.out + "/ablation.csv");
+  }
   if (infeasible_all > 0)
     std::printf(
         "infeasible: %zu of %zu request runs could not meet their SLO even at the top clock "
@@ -290,10 +395,18 @@ const cli::Register reg{
                      "accelerator SFU (fast near-continuous DVFS): off | on | both")
           ->check(CLI::IsMember({"off", "on", "both"}))
           ->capture_default_str();
-      app.add_flag("--lpu", o->lpu, "accelerator LPU: LoRA experts resident on chip");
+      app.add_option("--lpu", o->lpu,
+                     "accelerator LPU (LoRA experts resident on chip): off | on | both")
+          ->check(CLI::IsMember({"off", "on", "both"}))
+          ->capture_default_str();
       app.add_option("--lora-experts", o->experts, "active LoRA experts per pass (rank 8)")
           ->capture_default_str()
           ->check(CLI::Range(0, 64));
+      app.add_option("--lora-bank", o->lora_bank,
+                     "expert sets requests draw from (seeded); a new set is swapped in "
+                     "between requests (0: one fixed set)")
+          ->capture_default_str()
+          ->check(CLI::Range(0, 1 << 20));
       app.add_option("--slo-scale", o->slo_scale, "multiply every SLO target (>1 looser)")
           ->capture_default_str()
           ->check(CLI::PositiveNumber);
@@ -309,6 +422,8 @@ const cli::Register reg{
       app.add_option("--timeline-request", o->timeline,
                      "request id whose clock timeline is plotted (-1: none)")
           ->capture_default_str();
+      app.add_option("--timeline-corunner", o->timeline_corunner,
+                     "co-runner pattern of the timeline's run (default: the first)");
       app.add_flag("--open-loop", o->open_loop,
                    "requests arrive at their trace times (queueing) instead of after a think time");
       app.add_flag("--no-plots", o->no_plots, "CSV only");

@@ -104,6 +104,8 @@ struct SweepSpec {
   LengthPredictor predictor;
   RunOptions run;
   std::function<void(const std::string&)> progress;  // one line per finished run
+  std::string timeline_corunner;  // the co-runner pattern whose run records the timeline
+                                  // (empty: the first)
 };
 struct SweepResult {
   std::vector<Summary> summaries;

@@ -30,6 +30,8 @@ struct Request {
   std::string slo;       // class name
   double ttft_target_s = 0;
   double tpot_target_s = 0;
+  int32_t expert_set = -1;  // LoRA expert set the request is served with (-1: base model);
+                            // a set other than the loaded one is swapped in before it runs
 };
 
 // Sets the targets from the class (scaled: >1 loosens, <1 tightens).
