@@ -1,8 +1,17 @@
-// clone run: prompt in, streamed text out.
+// clone run: prompt in, streamed text out. With --device, the generation is also
+// co-simulated: the engine's layer-boundary hook drives a DVFS controller and the
+// simulated device (the model's own shapes on the profile's cost model), and the
+// request's simulated trace on that device is printed after the text.
+#include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <iomanip>
 #include <memory>
+#include <optional>
 
 #include "clone/core/error.h"
+#include "clone/device/sim.h"
+#include "clone/dvfs/runner.h"
 #include "clone/engine/context.h"
 #include "clone/engine/sampler.h"
 #include "clone/tokenizer/tokenizer.h"
@@ -22,7 +31,108 @@ struct Opts {
   std::vector<std::string> loras;
   bool stats = true;
   bool ignore_eos = false;
+  // Co-simulation on a modelled device.
+  std::string device, dvfs = "learned", policy_file, slo, corunner = "idle", trace;
+  double ttft_ms = 0, tpot_ms = 0;
+  uint64_t corunner_seed = 1;
+  int64_t predicted = 0;
 };
+
+constexpr int64_t kBatch = 512;  // the engine's prefill pass length; the simulator plans the same
+
+// One row of --trace: a layer boundary as the simulated device ran it.
+struct TraceRow {
+  int64_t pass;
+  cln::Phase phase;
+  int layer;
+  int64_t token;  // prefill: first prompt position of the pass; decode: output token index
+  int64_t n_tokens;
+  double mhz, t_start_s, time_s, energy_j, corunner;
+};
+
+// The co-simulation hung on the engine's hook: a simulated device, the controller and
+// the request driver, plus the per-layer trace.
+struct CoSim {
+  std::shared_ptr<const cln::device::CostModel> model;
+  std::optional<cln::device::SimDevice> dev;
+  std::unique_ptr<cln::dvfs::Policy> policy;
+  std::optional<cln::dvfs::RequestDriver> driver;
+  cln::workload::Request req;
+  bool feasible = true;
+  double e_start = 0;
+  int64_t pass = -1, decode_passes = 0;
+  std::vector<TraceRow> rows;
+
+  CoSim(const Opts& o, const cln::Model& m, int64_t prompt_tokens) {
+    using namespace cln;
+    auto prof = device::DeviceProfile::find(o.device);
+    model = std::make_shared<const device::CostModel>(prof, m.config());
+    if (!o.slo.empty()) workload::apply_slo(req, workload::slo_class(o.slo));
+    if (o.ttft_ms > 0) req.ttft_target_s = o.ttft_ms * 1e-3;
+    if (o.tpot_ms > 0) req.tpot_target_s = o.tpot_ms * 1e-3;
+    if (req.ttft_target_s <= 0 || req.tpot_target_s <= 0)
+      fail(
+          "--device needs SLO targets: --slo CLASS (chatbot, smart-reply, code-completion) "
+          "or both --ttft-ms and --tpot-ms");
+    req.slo = o.slo.empty() ? "custom" : o.slo;
+    req.prompt = prompt_tokens;
+    // The request's length as far as anyone can know before generating: the token budget
+    // (exact with --ignore-eos; the oracle plans for it).
+    req.output = std::max(1, o.n_predict);
+    dev.emplace(model, device::CorunnerTrace::make(o.corunner, o.corunner_seed));
+    dvfs::PolicyOptions po;
+    po.learned_path = o.policy_file;
+    po.n_batch = kBatch;
+    policy = dvfs::make_policy(o.dvfs, model, po);
+    feasible = dvfs::feasible_at_top(*dev, req, dev->now_s(), kBatch);
+    e_start = dev->energy_j();
+    driver.emplace(*dev, *policy, req, dev->now_s(), o.predicted > 0 ? o.predicted : req.output,
+                   kBatch);
+  }
+
+  cln::LayerHook hook() {
+    return [this](const cln::LayerEvent& ev) {
+      if (ev.layer == 0) {
+        ++pass;
+        if (ev.phase == cln::Phase::Decode) ++decode_passes;
+      }
+      const double t0 = dev->now_s(), e0 = dev->energy_j();
+      const double s = dev->corunner_intensity();
+      driver->on_event(ev);  // the controller picks the clock, the device charges the layer
+      const double mhz = model->levels()[static_cast<size_t>(dev->level())].mhz;
+      const int64_t token = ev.phase == cln::Phase::Prefill ? ev.pos : decode_passes;
+      rows.push_back({pass, ev.phase, ev.layer, token, ev.n_tokens, mhz, t0, dev->now_s() - t0,
+                      dev->energy_j() - e0, s});
+    };
+  }
+};
+
+void report(const Opts& o, CoSim& cs) {
+  using namespace cln;
+  dvfs::RequestResult r = cs.driver->finish();
+  r.feasible = cs.feasible;
+  std::fprintf(stderr,
+               "[clone sim] %s on %s, controller %s, co-runner %s: prompt %lld tokens, %lld "
+               "generated | TTFT %.1f ms (target %.1f) | TPOT %.2f ms (target %.2f) | end-to-end "
+               "%.1f ms | energy %.4f J | SLO %s%s | %lld frequency switches\n",
+               cs.model->model().name.c_str(), cs.model->profile().name.c_str(), o.dvfs.c_str(),
+               o.corunner.c_str(), static_cast<long long>(r.prompt),
+               static_cast<long long>(r.output), r.ttft_s * 1e3, r.ttft_target_s * 1e3,
+               r.tpot_s * 1e3, r.tpot_target_s * 1e3, r.e2e_s * 1e3, r.energy_j,
+               r.met ? "met" : "missed",
+               r.feasible ? "" : " (infeasible: the top clock cannot meet it either)",
+               static_cast<long long>(r.switches));
+  if (o.trace.empty()) return;
+  std::ofstream f(o.trace);
+  if (!f) fail("cannot write the trace ", o.trace);
+  f << std::setprecision(17);
+  f << "pass,phase,layer,token,n_tokens,mhz,t_start_s,time_s,energy_j,corunner\n";
+  for (const auto& x : cs.rows)
+    f << x.pass << "," << (x.phase == Phase::Prefill ? "prefill" : "decode") << "," << x.layer
+      << "," << x.token << "," << x.n_tokens << "," << x.mhz << "," << x.t_start_s << ","
+      << x.time_s << "," << x.energy_j << "," << x.corunner << "\n";
+  if (!f) fail("error writing the trace ", o.trace);
+}
 
 int run(const Opts& o) {
   using namespace cln;
@@ -31,11 +141,18 @@ int run(const Opts& o) {
   std::string prompt = o.prompt;
   if (!o.prompt_file.empty()) prompt = cli::read_text_file(o.prompt_file);
   std::vector<int32_t> ids = tok.encode(prompt, true);
-  Context ctx(model, {o.n_ctx, o.threads, 512});
+  Context ctx(model, {o.n_ctx, o.threads, kBatch});
   if (static_cast<int64_t>(ids.size()) >= ctx.n_ctx())
     fail("the prompt is ", ids.size(), " tokens; the context holds ", ctx.n_ctx(),
          " (raise --ctx or shorten the prompt)");
   ctx.set_loras(cli::load_loras(o.loras, *model));
+  std::unique_ptr<CoSim> cosim;
+  if (!o.device.empty()) {
+    cosim = std::make_unique<CoSim>(o, *model, static_cast<int64_t>(ids.size()));
+    ctx.set_hook(cosim->hook());
+  } else if (!o.trace.empty()) {
+    fail("--trace needs --device (the trace is the simulated device's)");
+  }
   Sampler sampler(o.sp);
 
   std::fputs(prompt.c_str(), stdout);
@@ -71,30 +188,72 @@ int run(const Opts& o) {
     std::fprintf(stderr,
                  "\n[clone] prompt %zu tokens in %.1f ms (%.1f tok/s, TTFT) | generated %d tokens "
                  "in %.1f ms (%.1f tok/s, TPOT %.2f ms) | stop: %s\n",
-                 ids.size(), (t_first - t0) * 1e3, static_cast<double>(ids.size()) / (t_first - t0), generated,
-                 decode_s * 1e3, generated > 1 ? (generated - 1) / decode_s : 0.0,
+                 ids.size(), (t_first - t0) * 1e3, static_cast<double>(ids.size()) / (t_first - t0),
+                 generated, decode_s * 1e3, generated > 1 ? (generated - 1) / decode_s : 0.0,
                  generated > 1 ? decode_s * 1e3 / (generated - 1) : 0.0, stop.c_str());
   }
+  if (cosim) report(o, *cosim);
   return 0;
 }
 
-const cln::cli::Register reg{"run", "Generate text from a prompt, streamed token by token",
-                               [](CLI::App& app) {
-  auto o = std::make_shared<Opts>();
-  app.add_option("-m,--model", o->model, "model GGUF file")->required()->check(CLI::ExistingFile);
-  app.add_option("-p,--prompt", o->prompt, "prompt text");
-  app.add_option("-f,--file", o->prompt_file, "read the prompt from a file")->check(CLI::ExistingFile);
-  app.add_option("-n,--n-predict", o->n_predict, "tokens to generate at most")->capture_default_str()->check(CLI::Range(0, 1 << 20));
-  app.add_option("-c,--ctx", o->n_ctx, "context length (0 = model's, at most 4096)")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("-t,--threads", o->threads, "threads (0 = all cores)")->capture_default_str()->check(CLI::Range(0, 1024));
-  app.add_option("--temp", o->sp.temperature, "sampling temperature (0 = greedy)")->capture_default_str()->check(CLI::Range(0.0, 100.0));
-  app.add_option("--top-k", o->sp.top_k, "keep the k most likely tokens (0 = all)")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--top-p", o->sp.top_p, "nucleus: keep the smallest set with this mass")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  app.add_option("-s,--seed", o->sp.seed, "sampling seed")->capture_default_str();
-  app.add_option("--lora", o->loras, "LoRA adapter GGUF, as path or path:weight (repeatable)");
-  app.add_flag("--ignore-eos", o->ignore_eos, "keep generating past the end-of-sequence token");
-  app.add_flag("!--no-stats", o->stats, "do not print timing to stderr");
-  return [o] { return run(*o); };
-}};
+const cln::cli::Register reg{
+    "run", "Generate text from a prompt, streamed token by token", [](CLI::App& app) {
+      auto o = std::make_shared<Opts>();
+      app.add_option("-m,--model", o->model, "model GGUF file")
+          ->required()
+          ->check(CLI::ExistingFile);
+      app.add_option("-p,--prompt", o->prompt, "prompt text");
+      app.add_option("-f,--file", o->prompt_file, "read the prompt from a file")
+          ->check(CLI::ExistingFile);
+      app.add_option("-n,--n-predict", o->n_predict, "tokens to generate at most")
+          ->capture_default_str()
+          ->check(CLI::Range(0, 1 << 20));
+      app.add_option("-c,--ctx", o->n_ctx, "context length (0 = model's, at most 4096)")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber);
+      app.add_option("-t,--threads", o->threads, "threads (0 = all cores)")
+          ->capture_default_str()
+          ->check(CLI::Range(0, 1024));
+      app.add_option("--temp", o->sp.temperature, "sampling temperature (0 = greedy)")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 100.0));
+      app.add_option("--top-k", o->sp.top_k, "keep the k most likely tokens (0 = all)")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber);
+      app.add_option("--top-p", o->sp.top_p, "nucleus: keep the smallest set with this mass")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 1.0));
+      app.add_option("-s,--seed", o->sp.seed, "sampling seed")->capture_default_str();
+      app.add_option("--lora", o->loras, "LoRA adapter GGUF, as path or path:weight (repeatable)");
+      app.add_flag("--ignore-eos", o->ignore_eos, "keep generating past the end-of-sequence token");
+      app.add_flag("!--no-stats", o->stats, "do not print timing to stderr");
+      auto* g = app.add_option_group("co-simulation",
+                                     "run on a modelled device (printed after the text)");
+      g->add_option("--device", o->device,
+                    "device profile, name (orin-nx-16gb, orin-nano-8gb, host) or JSON path");
+      g->add_option(
+           "--dvfs", o->dvfs,
+           "DVFS controller: performance, powersave, schedutil, static, learned, mpc, oracle")
+          ->capture_default_str();
+      g->add_option("--dvfs-policy", o->policy_file,
+                    "learned policy weights (default models/dvfs/<profile>.json)")
+          ->check(CLI::ExistingFile);
+      g->add_option("--slo", o->slo, "SLO class: chatbot, smart-reply, code-completion")
+          ->check(CLI::IsMember({"chatbot", "smart-reply", "code-completion"}));
+      g->add_option("--ttft-ms", o->ttft_ms, "TTFT target (ms; overrides the class's)")
+          ->check(CLI::PositiveNumber);
+      g->add_option("--tpot-ms", o->tpot_ms, "TPOT target (ms; overrides the class's)")
+          ->check(CLI::PositiveNumber);
+      g->add_option("--corunner", o->corunner,
+                    "co-runner on the device: idle, web-search, video, bursty, const:<s>, CSV")
+          ->capture_default_str();
+      g->add_option("--corunner-seed", o->corunner_seed, "co-runner trace seed")
+          ->capture_default_str();
+      g->add_option("--predicted-tokens", o->predicted,
+                    "output length the controller is told (0 = --n-predict)")
+          ->check(CLI::NonNegativeNumber);
+      g->add_option("--trace", o->trace, "write the per-layer-boundary trace (CSV)");
+      return [o] { return run(*o); };
+    }};
 
 }  // namespace
