@@ -124,21 +124,22 @@ void AttendGroup(const AttnArgs& a, int64_t hk, int64_t t0, int64_t t1) {
 }
 
 void AttentionHere(const AttnArgs& a, ThreadPool* pool) {
-  // Units of work: (KV head, block of tokens); causal rows grow with t, so blocks are dealt
-  // round-robin to keep the threads even.
+  // Units of work: (KV head, block of tokens). Causal rows grow with t, so units are handed
+  // out from the last (heaviest) block down, which keeps the threads even at the end.
   const int64_t tb = a.n >= 16 ? 8 : 1;
   const int64_t blocks = (a.n + tb - 1) / tb, units = blocks * a.n_head_kv;
-  const auto work = [&](int tid, int nth) {
-    for (int64_t u = tid; u < units; u += nth) {
+  const auto work = [&](int64_t u0, int64_t u1) {
+    for (int64_t i = u0; i < u1; ++i) {
+      const int64_t u = units - 1 - i;
       const int64_t hk = u % a.n_head_kv, b = u / a.n_head_kv;
       const int64_t t0 = b * tb, t1 = t0 + tb < a.n ? t0 + tb : a.n;
       AttendGroup(a, hk, t0, t1);
     }
   };
   if (pool == nullptr || pool->size() == 1 || units == 1) {
-    work(0, 1);
+    work(0, units);
   } else {
-    pool->run(work);
+    pool->parallel_for(units, 1, work);
   }
 }
 

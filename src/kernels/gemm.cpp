@@ -251,30 +251,22 @@ void GemmHere(const GemmArgs& g, ThreadPool* pool) {
   const int64_t panels = (g.M + kMR - 1) / kMR, m_pad = panels * kMR;
   float* ap = detail::scratch_as<float>(ScratchSlot::kPackedA, static_cast<size_t>(m_pad * g.K));
   const int nth = pool != nullptr ? pool->size() : 1;
-  // Split the columns of op(B) (each thread packs only its own) unless there are too few;
-  // then split the rows of op(A), and each thread packs all of op(B).
+  // Chunks of the columns of op(B) (each packs only its own columns) unless there are too
+  // few; then chunks of the rows of op(A), each packing all of op(B).
   const bool split_n = g.N >= 2 * nr * nth || panels < nth;
-  const auto work = [&](int tid, int n) {
-    long b, e;
-    if (split_n) {
-      split_range(static_cast<long>(g.N), tid, n, static_cast<long>(nr), &b, &e);
-      if (b < e) Compute(g, ap, m_pad, 0, g.M, b, e);
-    } else {
-      split_range(static_cast<long>(panels), tid, n, 1, &b, &e);
-      if (b < e) Compute(g, ap, m_pad, b * kMR, e * kMR < g.M ? e * kMR : g.M, 0, g.N);
-    }
-  };
   if (nth == 1) {
     PackA(g, ap, m_pad, 0, panels);
-    work(0, 1);
+    Compute(g, ap, m_pad, 0, g.M, 0, g.N);
     return;
   }
-  pool->run([&](int tid, int n) {
-    long b, e;
-    split_range(static_cast<long>(panels), tid, n, 1, &b, &e);
-    PackA(g, ap, m_pad, b, e);
-  });
-  pool->run(work);
+  pool->parallel_for(panels, 1, [&](int64_t b, int64_t e) { PackA(g, ap, m_pad, b, e); });
+  if (split_n) {
+    pool->parallel_for(g.N, nr, [&](int64_t b, int64_t e) { Compute(g, ap, m_pad, 0, g.M, b, e); });
+  } else {
+    pool->parallel_for(panels, 1, [&](int64_t b, int64_t e) {
+      Compute(g, ap, m_pad, b * kMR, e * kMR < g.M ? e * kMR : g.M, 0, g.N);
+    });
+  }
 }
 
 }  // namespace HWY_NAMESPACE

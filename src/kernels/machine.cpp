@@ -76,6 +76,7 @@ HWY_AFTER_NAMESPACE();
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -97,6 +98,23 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 }  // namespace
+
+float read_stream(const void* p, size_t bytes, ThreadPool* pool) {
+  const auto* f = static_cast<const float*>(p);
+  const size_t n = bytes / sizeof(float);
+  // Chunked like the kernels (parallel_for), so the comparison with them is like for like.
+  std::atomic<float> sum{0.0f};
+  const auto work = [&](int64_t b, int64_t e) {
+    sum.fetch_add(HWY_DYNAMIC_DISPATCH(ReadStream)(f + b, static_cast<size_t>(e - b)),
+                  std::memory_order_relaxed);
+  };
+  if (pool == nullptr) {
+    work(0, static_cast<int64_t>(n));
+  } else {
+    pool->parallel_for(static_cast<int64_t>(n), 1024, work);
+  }
+  return sum.load();
+}
 
 MachineLimits measure_machine(ThreadPool* pool) {
   MachineLimits m;

@@ -7,6 +7,7 @@
 #include "clone/kernels/ops.h"
 #include "kernels/gemm.h"
 #include "kernels/matvec.h"
+#include "kernels/packed.h"
 #include "kernels/scratch.h"
 
 namespace cln::kernels {
@@ -15,6 +16,31 @@ namespace {
 // Below this many weight bytes a matmul runs on the calling thread alone: waking the
 // pool would cost more than it saves.
 constexpr size_t kMinParallelBytes = 32 << 10;
+
+// Packed weights (pack_weights): integer dot products for any number of tokens.
+void matmul_packed(const detail::PackedKernel& k, const Matrix& w, const float* x, int64_t n,
+                   float* y, ThreadPool* pool, bool accumulate, float scale) {
+  const size_t stride = (k.prepared_bytes(w.cols) + 63) / 64 * 64;
+  auto* px = detail::scratch_as<uint8_t>(detail::ScratchSlot::kActivations,
+                                         stride * static_cast<size_t>(n));
+  const bool threaded = pool != nullptr && pool->size() > 1;
+  const auto prepare = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      k.prepare(x + t * w.cols, w.cols, px + stride * static_cast<size_t>(t));
+  };
+  if (threaded && n >= 8) {
+    pool->parallel_for(n, 1, [&](int64_t b, int64_t e) { prepare(b, e); });
+  } else {
+    prepare(0, n);
+  }
+  const detail::PackedArgs a{&w, px, stride, n, y, w.rows, accumulate, scale};
+  const int64_t groups = detail::packed_groups(w.rows);
+  if (!threaded || (n == 1 && w.packed->bytes() < kMinParallelBytes)) {
+    k.groups(a, 0, groups);
+    return;
+  }
+  pool->parallel_for(groups, 1, [&](int64_t b, int64_t e) { k.groups(a, b, e); });
+}
 
 void check_matrix(const Matrix& w) {
   if (!dtype_supported(static_cast<uint32_t>(w.type)))
@@ -48,6 +74,14 @@ void matmul(const Matrix& w, const float* x, int64_t n, float* y, ThreadPool* po
     if (!accumulate) std::fill(y, y + n * w.rows, 0.0f);
     return;
   }
+  if (w.packed != nullptr) {
+    if (w.packed->layout() != detail::packed_layout_for(w.type) &&
+        detail::packed_layout_for(w.type) != 0)
+      fail("matmul: packed weights do not match the matrix type ", dtype_name(w.type));
+    const detail::PackedKernel k = detail::packed_kernel(w.packed->layout());
+    if (k.groups != nullptr) return matmul_packed(k, w, x, n, y, pool, accumulate, scale);
+    // No kernel for this layout on the current target: the GGUF bytes serve.
+  }
   if (n > detail::dot_max_tokens(w.type)) {
     detail::GemmArgs g;
     g.M = n;
@@ -80,11 +114,7 @@ void matmul(const Matrix& w, const float* x, int64_t n, float* y, ThreadPool* po
     k.rows(a, 0, w.rows);
     return;
   }
-  pool->run([&](int tid, int nth) {
-    long b, e;
-    split_range(static_cast<long>(w.rows), tid, nth, detail::kDotRowAlign, &b, &e);
-    if (b < e) k.rows(a, b, e);
-  });
+  pool->parallel_for(w.rows, detail::kDotRowAlign, [&](int64_t b, int64_t e) { k.rows(a, b, e); });
 }
 
 void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,

@@ -1,10 +1,10 @@
 // Dot-product kernels of the decode path (see matvec.h), portable Highway versions for
-// every target; on x86 with AVX-512 VNNI the quantized ones are replaced by
-// arch/x86/matvec_vnni.cpp, and dot_kernel() below is the only place that chooses.
+// every target; on x86 with AVX-512 VNNI the quantized ones, and the kernels of packed
+// weights (packed.h), come from arch/x86/matvec_vnni.cpp. DotKernelHere, PackedLayoutHere
+// and PackedKernelHere below are the only places that choose.
 //
 // Each kernel works on a chunk of rows at a time for all tokens, so a chunk of weights is
-// fetched from memory once and re-read from L1/L2 for the other tokens. Four rows go
-// through the inner loop together to share the activation loads.
+// fetched from memory once and re-read from L1/L2 for the other tokens.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matvec.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -94,14 +94,16 @@ template <typename WT>
 HWY_INLINE float Dot1Float(const WT* HWY_RESTRICT w, const float* HWY_RESTRICT x, int64_t cols) {
   const hn::ScalableTag<float> df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  auto a = hn::Zero(df), b = hn::Zero(df);
+  auto a = hn::Zero(df), b = hn::Zero(df), c2 = hn::Zero(df), d = hn::Zero(df);
   int64_t c = 0;
-  for (; c + 2 * N <= cols; c += 2 * N) {
+  for (; c + 4 * N <= cols; c += 4 * N) {
     a = hn::MulAdd(LoadW(df, w, c), hn::LoadU(df, x + c), a);
     b = hn::MulAdd(LoadW(df, w, c + N), hn::LoadU(df, x + c + N), b);
+    c2 = hn::MulAdd(LoadW(df, w, c + 2 * N), hn::LoadU(df, x + c + 2 * N), c2);
+    d = hn::MulAdd(LoadW(df, w, c + 3 * N), hn::LoadU(df, x + c + 3 * N), d);
   }
   for (; c + N <= cols; c += N) a = hn::MulAdd(LoadW(df, w, c), hn::LoadU(df, x + c), a);
-  float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(a, b)));
+  float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a, b), hn::Add(c2, d))));
   for (; c < cols; ++c) s += ScalarW(w, c) * x[c];
   return s;
 }
@@ -116,7 +118,10 @@ void RowsFloat(const DotArgs& a, int64_t r0, int64_t r1) {
     for (int64_t t = 0; t < a.n; ++t) {
       const float* x = a.x + t * w.cols;
       int64_t r = c0;
-      for (; r + 4 <= c1; r += 4) {
+      // One token: a row at a time, so the weights are one contiguous stream that the
+      // hardware prefetcher follows (four rows at once are four short streams, measurably
+      // slower from DRAM). More tokens: four rows share each load of x.
+      for (; a.n > 1 && r + 4 <= c1; r += 4) {
         float d[4];
         Dot4Float(row(r), row(r + 1), row(r + 2), row(r + 3), x, w.cols, d);
         for (int i = 0; i < 4; ++i) Store(a, t, r + i, d[i]);
@@ -241,6 +246,25 @@ DotKernel DotKernelHere(DType t) {
   return {};
 }
 
+// Packed layouts exist where a kernel reads them faster than the GGUF bytes.
+int PackedLayoutHere(DType t) {
+#if HWY_TARGET == HWY_AVX3_DL
+  if (t == DType::Q4_0) return detail::kQ4_0x16;
+  if (t == DType::Q8_0) return detail::kQ8_0x16;
+#endif
+  (void)t;
+  return detail::kNotPacked;
+}
+
+detail::PackedKernel PackedKernelHere(int layout) {
+#if HWY_TARGET == HWY_AVX3_DL
+  if (layout == detail::kQ4_0x16) return detail::x86::vnni_packed_q4_0();
+  if (layout == detail::kQ8_0x16) return detail::x86::vnni_packed_q8_0();
+#endif
+  (void)layout;
+  return {};
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace cln::kernels
 HWY_AFTER_NAMESPACE();
@@ -248,6 +272,14 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace cln::kernels {
 HWY_EXPORT(DotKernelHere);
+HWY_EXPORT(PackedLayoutHere);
+HWY_EXPORT(PackedKernelHere);
+int detail::packed_layout_for(DType t) {
+  return HWY_DYNAMIC_DISPATCH(PackedLayoutHere)(t);
+}
+detail::PackedKernel detail::packed_kernel(int layout) {
+  return HWY_DYNAMIC_DISPATCH(PackedKernelHere)(layout);
+}
 detail::DotKernel detail::dot_kernel(DType t) {
   return HWY_DYNAMIC_DISPATCH(DotKernelHere)(t);
 }

@@ -1,9 +1,10 @@
 // ThreadPool: persistent workers woken by a generation counter.
 //
-// run() publishes (fn, ctx), bumps `gen_` and does its own share as thread 0. Workers
-// spin on `gen_` for a short while after each task (so the ~100 back-to-back runs of a
-// token cost a cache-line round trip, not a syscall) and then sleep on a futex, so an
-// idle pool costs no CPU. The caller spins until `pending_` reaches zero.
+// run() publishes (fn, ctx), bumps `gen` and does its own share as thread 0. Workers spin
+// on `gen` for a short while after each task (so the ~100 back-to-back runs of a token
+// cost a cache-line round trip, not a syscall) and then sleep on a futex, so an idle pool
+// costs no CPU. The caller waits until the count in `state` reaches zero: every worker for
+// run(), only those that joined in time for run_claimed().
 #include "clone/kernels/thread_pool.h"
 
 #include <algorithm>
@@ -60,55 +61,103 @@ inline void wake_all(std::atomic<uint32_t>& a) {
 
 }  // namespace
 
+// The state of the current task in one word, so a worker can check and join it atomically:
+//   bits 63..32  generation (the same value as `gen`, the futex word workers sleep on)
+//   bit  31      closed: the caller has finished its share; no one may join any more
+//   bit  30      claimed: a run_claimed task, which workers join only while it is open
+//   bits 29..0   run: workers still to finish; run_claimed: workers that joined and run
+constexpr uint64_t kClosed = uint64_t{1} << 31;
+constexpr uint64_t kClaimed = uint64_t{1} << 30;
+constexpr uint64_t kCountMask = kClaimed - 1;
+
 struct ThreadPool::Impl {
   int n_threads = 1;
   std::vector<std::thread> workers;
 
-  // Each hot field on its own cache line: the caller writes gen_/task, workers write pending_.
+  // Each hot field on its own cache line: the caller writes gen/state/task, workers
+  // write state (counts) and sleepers.
   alignas(64) std::atomic<uint32_t> gen{0};
+  alignas(64) std::atomic<uint64_t> state{0};
   alignas(64) std::atomic<int> sleepers{0};
-  alignas(64) std::atomic<int> pending{0};
   alignas(64) TaskFn fn = nullptr;
   void* ctx = nullptr;
-  bool stop = false;  // written before the last generation bump, read after it
+  bool stop = false;  // written before the last generation is published, read after it
 
-  void worker(int tid) {
-    uint32_t seen = 0;
-    for (;;) {
-      uint32_t g = gen.load(std::memory_order_acquire);
-      if (g == seen) {
-        const auto t0 = std::chrono::steady_clock::now();
-        int spins = 0;
-        // Pause-spin first (the next task usually comes within microseconds), then keep
-        // polling with yields so that on an oversubscribed machine the threads still
-        // working get the core.
-        while ((g = gen.load(std::memory_order_acquire)) == seen) {
-          if (++spins < kPauseSpins) {
-            cpu_relax();
-          } else {
-            std::this_thread::yield();
-            if (std::chrono::steady_clock::now() - t0 > kSpinFor) break;
-          }
-        }
-        while (g == seen) {
-          // Announce the sleep before re-checking, so a caller that bumps gen after our
-          // check sees sleepers > 0 and wakes us (both sides use seq_cst).
-          sleepers.fetch_add(1, std::memory_order_seq_cst);
-          if (gen.load(std::memory_order_seq_cst) == seen) wait_while_equal(gen, seen);
-          sleepers.fetch_sub(1, std::memory_order_seq_cst);
-          g = gen.load(std::memory_order_acquire);
-        }
+  // Waits until the caller publishes a generation other than `seen`: spins, then yields,
+  // then sleeps on the futex.
+  void wait_for_next(uint32_t seen) {
+    if (gen.load(std::memory_order_acquire) != seen) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    // Pause-spin first (the next task usually comes within microseconds), then keep
+    // polling with yields so that on an oversubscribed machine the threads still
+    // working get the core.
+    for (int spins = 0; gen.load(std::memory_order_acquire) == seen;) {
+      if (++spins < kPauseSpins) {
+        cpu_relax();
+      } else {
+        std::this_thread::yield();
+        if (std::chrono::steady_clock::now() - t0 > kSpinFor) break;
       }
-      seen = g;
-      if (stop) return;
-      fn(ctx, tid, n_threads);
-      pending.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    while (gen.load(std::memory_order_acquire) == seen) {
+      // Announce the sleep before re-checking, so a caller that bumps gen after our check
+      // sees sleepers > 0 and wakes us (both sides use seq_cst).
+      sleepers.fetch_add(1, std::memory_order_seq_cst);
+      if (gen.load(std::memory_order_seq_cst) == seen) wait_while_equal(gen, seen);
+      sleepers.fetch_sub(1, std::memory_order_seq_cst);
     }
   }
 
-  void publish() {
-    gen.fetch_add(1, std::memory_order_seq_cst);
+  void worker(int tid) {
+    uint32_t seen = 0;  // the last generation this worker has dealt with
+    for (;;) {
+      uint64_t s = state.load(std::memory_order_acquire);
+      if (static_cast<uint32_t>(s >> 32) == seen) {
+        wait_for_next(seen);
+        continue;
+      }
+      seen = static_cast<uint32_t>(s >> 32);
+      if ((s & kClaimed) == 0) {  // run(): every worker, exactly once
+        if (stop) return;
+        fn(ctx, tid, n_threads);
+        state.fetch_sub(1, std::memory_order_acq_rel);
+        continue;
+      }
+      // run_claimed(): join only while this generation is still open.
+      bool joined = false;
+      while (static_cast<uint32_t>(s >> 32) == seen && (s & kClosed) == 0) {
+        if (state.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel,
+                                        std::memory_order_acquire)) {
+          joined = true;
+          break;
+        }
+      }
+      if (!joined) continue;  // missed it (or a newer generation is out: the loop looks again)
+      fn(ctx, tid, n_threads);
+      state.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  }
+
+  void publish(TaskFn f, void* c, uint64_t mode_and_count) {
+    fn = f;
+    ctx = c;
+    const uint32_t g = gen.load(std::memory_order_relaxed) + 1;
+    state.store((static_cast<uint64_t>(g) << 32) | mode_and_count, std::memory_order_release);
+    gen.store(g, std::memory_order_seq_cst);
     if (sleepers.load(std::memory_order_seq_cst) > 0) wake_all(gen);
+  }
+
+  // Waits until the count in `state` reaches zero. Workers normally finish within
+  // microseconds of us; on an oversubscribed machine one may have been descheduled, so
+  // after a while give the core away instead of burning it.
+  void wait_count_zero() {
+    for (int spins = 0; (state.load(std::memory_order_acquire) & kCountMask) != 0; ++spins) {
+      if (spins < kPauseSpins) {
+        cpu_relax();
+      } else {
+        std::this_thread::yield();
+      }
+    }
   }
 };
 
@@ -122,7 +171,7 @@ ThreadPool::ThreadPool(int n_threads) : impl_(std::make_unique<Impl>()) {
 
 ThreadPool::~ThreadPool() {
   impl_->stop = true;
-  impl_->publish();
+  impl_->publish(nullptr, nullptr, static_cast<uint64_t>(impl_->n_threads - 1));
   for (auto& w : impl_->workers) w.join();
 }
 
@@ -136,20 +185,21 @@ void ThreadPool::run(TaskFn fn, void* ctx) {
     fn(ctx, 0, 1);
     return;
   }
-  p.fn = fn;
-  p.ctx = ctx;
-  p.pending.store(p.n_threads - 1, std::memory_order_relaxed);
-  p.publish();
+  p.publish(fn, ctx, static_cast<uint64_t>(p.n_threads - 1));
   fn(ctx, 0, p.n_threads);
-  // Workers normally finish within microseconds of us; on an oversubscribed machine one
-  // may have been descheduled, so after a while give the core away instead of burning it.
-  for (int spins = 0; p.pending.load(std::memory_order_acquire) != 0; ++spins) {
-    if (spins < kPauseSpins) {
-      cpu_relax();
-    } else {
-      std::this_thread::yield();
-    }
+  p.wait_count_zero();
+}
+
+void ThreadPool::run_claimed(TaskFn fn, void* ctx) {
+  Impl& p = *impl_;
+  if (p.n_threads == 1) {
+    fn(ctx, 0, 1);
+    return;
   }
+  p.publish(fn, ctx, kClaimed);
+  fn(ctx, 0, p.n_threads);
+  p.state.fetch_or(kClosed, std::memory_order_acq_rel);  // late workers now skip this one
+  p.wait_count_zero();
 }
 
 }  // namespace cln::kernels

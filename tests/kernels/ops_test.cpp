@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cfloat>
 #include <chrono>
 #include <cmath>
@@ -27,6 +28,7 @@
 #include "hwy/targets.h"
 #include "kernels/dispatch.h"
 #include "kernels/matvec.h"
+#include "kernels/packed.h"
 
 namespace cln::kernels {
 namespace {
@@ -224,17 +226,23 @@ double matmul_tol(const Weights& w, const float* x, int64_t r, bool quantized_x,
 }
 
 void check_matmul(DType t, int64_t n, int64_t rows, int64_t cols, ThreadPool* pool, bool accumulate,
-                  float scale, uint32_t seed) {
+                  float scale, uint32_t seed, bool pack = false) {
   SCOPED_TRACE(std::string(dtype_name(t)) + " n=" + std::to_string(n) +
                " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
                (accumulate ? " accumulate" : "") +
                " threads=" + std::to_string(pool ? pool->size() : 0));
   const Weights w = make_weights(t, rows, cols, seed);
+  Matrix m = w.m();
+  const auto packed = pack ? pack_weights(m, pool) : nullptr;
+  m.packed = packed.get();
+  const bool packed_path =
+      packed != nullptr && detail::packed_kernel(packed->layout()).groups != nullptr;
   const auto x = random_vec(static_cast<size_t>(n * cols), seed + 1);
   const auto y0 = random_vec(static_cast<size_t>(n * rows), seed + 2);
   std::vector<float> want = y0;
   ref::matmul(w.m(), x.data(), n, want.data(), accumulate, scale);
-  const bool qx = (t == DType::Q8_0 || t == DType::Q4_0) && n <= detail::dot_max_tokens(t);
+  const bool qx =
+      (t == DType::Q8_0 || t == DType::Q4_0) && (n <= detail::dot_max_tokens(t) || packed_path);
   std::vector<double> tol(want.size());
   for (int64_t i = 0; i < n; ++i)
     for (int64_t r = 0; r < rows; ++r)
@@ -242,8 +250,8 @@ void check_matmul(DType t, int64_t n, int64_t rows, int64_t cols, ThreadPool* po
           matmul_tol(w, x.data() + i * cols, r, qx, scale, accumulate ? y0[i * rows + r] : 0);
   std::vector<float> got = y0;
   if (!accumulate) std::fill(got.begin(), got.end(), NAN);  // must be overwritten, not read
-  matmul(w.m(), x.data(), n, got.data(), pool, accumulate, scale);
-  expect_close(got, want, tol, "y");
+  matmul(m, x.data(), n, got.data(), pool, accumulate, scale);
+  expect_close(got, want, tol, packed_path ? "y (packed)" : "y");
 }
 
 TEST(Matmul, AllTypesAwkwardShapes) {
@@ -270,8 +278,50 @@ TEST(Matmul, AllTypesAwkwardShapes) {
       check_matmul(t, 6, 70, 96, &pool3, true, -2.0f, 13);
       check_matmul(t, 1, 70, 96, &pool1, false, 1.0f, 14);
       check_matmul(t, 40, 21, 64, nullptr, true, 0.5f, 15);
+      // Packed weights where the target has a kernel for them (else the call packs nothing).
+      if (q) {
+        for (int64_t n : {1, 2, 7, 8, 9, 33})
+          for (int64_t rows : {1, 16, 17, 70})
+            for (int64_t c : {32, 96, 288})
+              check_matmul(t, n, rows, c, &pool3, false, 1.0f, seed++, true);
+        check_matmul(t, 3, 70, 96, &pool3, true, -0.5f, 16, true);
+        check_matmul(t, 1, 33, 64, nullptr, true, 2.0f, 17, true);
+      }
     }
   });
+}
+
+TEST(Matmul, PackedWeightsServeEveryTarget) {
+  // Packed on the best target (where packing exists at all), then used on every target:
+  // those without a kernel for the layout must fall back to the GGUF bytes.
+  ThreadPool pool(2);
+  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+    const Weights w = make_weights(t, 35, 160, 77);
+    Matrix m = w.m();
+    const auto packed = pack_weights(m, &pool);
+    if (std::string(simd_target_name()) == "AVX3_DL") {
+      ASSERT_NE(packed, nullptr);
+    }
+    if (packed == nullptr) continue;
+    EXPECT_EQ(packed->bytes(), dtype_row_bytes(t, 160) * 48);  // 3 groups of 16 rows
+    m.packed = packed.get();
+    const auto x = random_vec(160 * 5, 78);
+    for (int64_t n : {1, 5}) {
+      std::vector<float> want(static_cast<size_t>(n * 35));
+      ref::matmul(m, x.data(), n, want.data());
+      std::vector<double> tol(want.size());
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t r = 0; r < 35; ++r)
+          tol[i * 35 + r] = matmul_tol(w, x.data() + i * 160, r, true, 1.0f, 0);
+      for_each_target([&] {
+        std::vector<float> got(want.size(), NAN);
+        matmul(m, x.data(), n, got.data(), &pool);
+        expect_close(got, want, tol, "y");
+      });
+    }
+  }
+  Matrix f32{DType::F32, nullptr, 4, 4};
+  EXPECT_EQ(pack_weights(f32), nullptr);
 }
 
 TEST(Matmul, QuantizedDecodeUsesIntegerKernelWhereAvailable) {
@@ -513,6 +563,31 @@ TEST(ThreadPool, WakesSleepingWorkers) {
     if (i % 4 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   for (int t = 0; t < 3; ++t) EXPECT_EQ(sum[static_cast<size_t>(t)], 20 * t + 190);
+}
+
+TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {
+  for (int size : {1, 2, 3, 5}) {
+    ThreadPool pool(size);
+    std::vector<std::atomic<int>> hits(1000);
+    for (int round = 0; round < 300; ++round) {
+      const int64_t n = 1 + (round * 37) % 1000, grain = 1 + round % 7;
+      for (auto& h : hits) h.store(0, std::memory_order_relaxed);
+      pool.parallel_for(n, grain, [&](int64_t b, int64_t e) {
+        ASSERT_TRUE(b % grain == 0 && (e == n || (e - b) % grain == 0)) << b << ".." << e;
+        for (int64_t i = b; i < e; ++i)
+          hits[static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
+      });
+      for (int64_t i = 0; i < 1000; ++i)
+        ASSERT_EQ(hits[static_cast<size_t>(i)].load(), i < n ? 1 : 0) << "index " << i;
+      if (round % 10 == 0) {  // run() and parallel_for() interleave on the same workers
+        std::vector<int> seen(static_cast<size_t>(size), 0);
+        pool.run([&](int tid, int) { seen[static_cast<size_t>(tid)] = 1; });
+        for (int v : seen) ASSERT_EQ(v, 1);
+      }
+      if (round % 50 == 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));  // workers asleep
+    }
+  }
 }
 
 TEST(ThreadPool, SplitRangeCoversEverythingOnce) {

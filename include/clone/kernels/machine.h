@@ -3,6 +3,8 @@
 // throughput (prefill is bound by it).
 #pragma once
 
+#include <cstddef>
+
 #include "clone/kernels/thread_pool.h"
 
 namespace cln::kernels {
@@ -16,6 +18,11 @@ struct MachineLimits {
 
 // The Highway target the kernels dispatch to on this CPU, e.g. "AVX3_DL", "AVX2", "NEON".
 const char* simd_target_name();
+
+// Reads `bytes` from p with every thread of the pool, as the bandwidth probe does; the
+// result depends on every byte so the reads cannot be elided. Benchmarks time it next to a
+// kernel over the same amount of cold data, for a fraction of the bandwidth at that moment.
+float read_stream(const void* p, size_t bytes, ThreadPool* pool);
 
 // Takes about a second. Uses every thread of the pool.
 MachineLimits measure_machine(ThreadPool* pool);

@@ -4,12 +4,16 @@
 // Shapes are in the comments; activations are F32 and row-major.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "clone/core/dtype.h"
 #include "clone/kernels/thread_pool.h"
 
 namespace cln::kernels {
+
+class PackedWeights;
 
 // A weight matrix as GGUF stores it: `rows` rows of `cols` values of `type`,
 // row r at data + r * dtype_row_bytes(type, cols). (GGUF ne = [cols, rows].)
@@ -18,7 +22,37 @@ struct Matrix {
   const void* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
+  // Optional: the same weights rearranged by pack_weights() for this CPU. matmul reads them
+  // instead of `data` when set; `data` stays valid as the reference and the fallback.
+  const PackedWeights* packed = nullptr;
 };
+
+// Weights rearranged once, at load time, into the layout this CPU's fastest matmul kernels
+// read. On x86 with AVX-512 VNNI: Q4_0 and Q8_0 rows interleaved in groups of 16 (the same
+// bytes reordered, the same size), so one instruction serves 16 rows; matmul then runs
+// integer dot products for any number of tokens, at memory speed for decode.
+class PackedWeights {
+ public:
+  ~PackedWeights();
+  PackedWeights(const PackedWeights&) = delete;
+  PackedWeights& operator=(const PackedWeights&) = delete;
+  int layout() const { return layout_; }  // internal id of the arrangement
+  const uint8_t* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  friend std::unique_ptr<PackedWeights> pack_weights(const Matrix& w, ThreadPool* pool);
+  PackedWeights() = default;
+  int layout_ = 0;
+  uint8_t* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Packs w for this CPU, or returns null where no kernel gains from it (other CPUs, F32,
+// F16). Use it as  auto p = pack_weights(w);  w.packed = p.get();  and keep p alive while w
+// is used. The pages of w.data are not needed by matmul afterwards (a caller holding them
+// in an mmap may madvise(MADV_DONTNEED) them to keep resident memory at one copy).
+std::unique_ptr<PackedWeights> pack_weights(const Matrix& w, ThreadPool* pool = nullptr);
 
 // Y = scale * X W^T, or Y += scale * X W^T when accumulate.
 //   X F32 [n, w.cols] (row stride w.cols), Y F32 [n, w.rows] (row stride w.rows).
@@ -59,8 +93,8 @@ void softmax(float* x, int64_t n);
 struct AttentionShape {
   int64_t n_head, n_head_kv, dk, dv;
 };
-void attention(const float* q, const float* k, const float* v, float* out, int64_t n,
-               int64_t pos0, const AttentionShape& s, ThreadPool* pool);
+void attention(const float* q, const float* k, const float* v, float* out, int64_t n, int64_t pos0,
+               const AttentionShape& s, ThreadPool* pool);
 
 // Row conversion between F32 and a storage type (n values, a whole number of blocks).
 // Quantization follows ggml's reference rounding (Q8_0: d = amax/127, q = round(x/d);
@@ -81,8 +115,8 @@ void rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t*
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 void add(float* y, const float* x, int64_t n);
 void softmax(float* x, int64_t n);
-void attention(const float* q, const float* k, const float* v, float* out, int64_t n,
-               int64_t pos0, const AttentionShape& s);
+void attention(const float* q, const float* k, const float* v, float* out, int64_t n, int64_t pos0,
+               const AttentionShape& s);
 void quantize_row(DType t, const float* x, void* out, int64_t n);
 void dequantize_row(DType t, const void* in, float* y, int64_t n);
 }  // namespace ref

@@ -26,7 +26,8 @@ namespace {
 #define CLONE_VNNI \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi,f16c,fma")))
 
-constexpr int64_t kChunkRows = 16;  // rows per chunk before moving on to the next token
+constexpr int64_t kChunkRows = 16;
+// rows per chunk before moving on to the next token
 
 inline void store(const DotArgs& a, int64_t t, int64_t r, float dot) {
   float& out = a.y[t * a.ldy + r];
@@ -254,6 +255,190 @@ CLONE_VNNI void rows(const DotArgs& a, int64_t r0, int64_t r1) {
   }
 }
 
+// ------------------------------------------------------------------- packed layouts
+// Tiles of 16 rows x 1 block (packed.h). Per tile the weights are decoded once into eight
+// u8 vectors w[c] whose lane r holds four quants of row r, then for each token
+//   isum = cr + sum_c vpdpbusd(w[c], 4 activation bytes broadcast)   (16 rows at once)
+//   acc += float(isum) * (scales of the 16 rows) * dx
+// Q4_0: w[c] = 16 * nibble (low nibbles shifted up, high nibbles masked in place), so both
+//   halves share one accumulator; the factor 16 goes into dx, the -8 offset into cr.
+// Q8_0: w[c] = q ^ 0x80 = q + 128 as u8; cr removes the 128 * sum(x).
+// Prepared token: int8 q[blocks * 32], then f32 dx[blocks], then i32 cr[blocks].
+
+size_t packed_prepared_bytes(int64_t cols) {
+  return static_cast<size_t>(cols / kQK) * (kQK + sizeof(float) + sizeof(int32_t));
+}
+
+template <int kDxShift>
+CLONE_VNNI void packed_prepare(const float* x, int64_t cols, uint8_t* out) {
+  const int64_t nb = cols / kQK;
+  auto* q = reinterpret_cast<int8_t*>(out);
+  auto* dx = reinterpret_cast<float*>(out + nb * kQK);
+  auto* cr = reinterpret_cast<int32_t*>(out + nb * (kQK + 4));
+  for (int64_t b = 0; b < nb; ++b) {
+    const XBlock xb = quantize_block(x + b * kQK);
+    std::memcpy(q + b * kQK, xb.q, kQK);
+    dx[b] = xb.d / static_cast<float>(1 << kDxShift);
+    cr[b] = -128 * xb.sum;
+  }
+}
+
+// Eight u8 weight vectors of one tile, in named registers (an array would be spilled).
+struct W8 {
+  __m512i w0, w1, w2, w3, w4, w5, w6, w7;
+};
+
+struct PackedQ4 {
+  static constexpr size_t kTile = 16 * sizeof(BlockQ4_0);
+  // For one token: w0..w3 = low nibbles as they are, w4..w7 = 16 * high nibbles (one AND
+  // each, no shifts); dot1() scales the low half by 16 once per tile instead.
+  CLONE_VNNI static W8 decode1(const uint8_t* t) {
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), hi4 = _mm512_set1_epi8(static_cast<char>(0xF0));
+    const __m512i v0 = _mm512_loadu_si512(t + 32), v1 = _mm512_loadu_si512(t + 96);
+    const __m512i v2 = _mm512_loadu_si512(t + 160), v3 = _mm512_loadu_si512(t + 224);
+    return {_mm512_and_si512(v0, lo4), _mm512_and_si512(v1, lo4), _mm512_and_si512(v2, lo4),
+            _mm512_and_si512(v3, lo4), _mm512_and_si512(v0, hi4), _mm512_and_si512(v1, hi4),
+            _mm512_and_si512(v2, hi4), _mm512_and_si512(v3, hi4)};
+  }
+  CLONE_VNNI static __m512i dot1(const W8& w, const int32_t* x4, int32_t c) {
+    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_set1_epi32(c);
+    s0 = _mm512_dpbusd_epi32(s0, w.w0, _mm512_set1_epi32(x4[0]));
+    s1 = _mm512_dpbusd_epi32(s1, w.w4, _mm512_set1_epi32(x4[4]));
+    s0 = _mm512_dpbusd_epi32(s0, w.w1, _mm512_set1_epi32(x4[1]));
+    s1 = _mm512_dpbusd_epi32(s1, w.w5, _mm512_set1_epi32(x4[5]));
+    s0 = _mm512_dpbusd_epi32(s0, w.w2, _mm512_set1_epi32(x4[2]));
+    s1 = _mm512_dpbusd_epi32(s1, w.w6, _mm512_set1_epi32(x4[6]));
+    s0 = _mm512_dpbusd_epi32(s0, w.w3, _mm512_set1_epi32(x4[3]));
+    s1 = _mm512_dpbusd_epi32(s1, w.w7, _mm512_set1_epi32(x4[7]));
+    return _mm512_add_epi32(_mm512_slli_epi32(s0, 4), s1);
+  }
+  CLONE_VNNI static W8 decode(const uint8_t* t) {
+    const __m512i hi4 = _mm512_set1_epi8(static_cast<char>(0xF0));
+    const __m512i v0 = _mm512_loadu_si512(t + 32), v1 = _mm512_loadu_si512(t + 96);
+    const __m512i v2 = _mm512_loadu_si512(t + 160), v3 = _mm512_loadu_si512(t + 224);
+    // 16 * low nibble (values 4c..4c+3), then 16 * high nibble (values 16+4c..).
+    return {_mm512_and_si512(_mm512_slli_epi16(v0, 4), hi4),
+            _mm512_and_si512(_mm512_slli_epi16(v1, 4), hi4),
+            _mm512_and_si512(_mm512_slli_epi16(v2, 4), hi4),
+            _mm512_and_si512(_mm512_slli_epi16(v3, 4), hi4),
+            _mm512_and_si512(v0, hi4),
+            _mm512_and_si512(v1, hi4),
+            _mm512_and_si512(v2, hi4),
+            _mm512_and_si512(v3, hi4)};
+  }
+};
+
+struct PackedQ8 {
+  static constexpr size_t kTile = 16 * sizeof(BlockQ8_0);
+  CLONE_VNNI static W8 decode1(const uint8_t* t) { return decode(t); }
+  CLONE_VNNI static __m512i dot1(const W8& w, const int32_t* x4, int32_t c);
+  CLONE_VNNI static W8 decode(const uint8_t* t) {
+    const __m512i f = _mm512_set1_epi8(static_cast<char>(0x80));
+    return {_mm512_xor_si512(_mm512_loadu_si512(t + 32), f),
+            _mm512_xor_si512(_mm512_loadu_si512(t + 96), f),
+            _mm512_xor_si512(_mm512_loadu_si512(t + 160), f),
+            _mm512_xor_si512(_mm512_loadu_si512(t + 224), f),
+            _mm512_xor_si512(_mm512_loadu_si512(t + 288), f),
+            _mm512_xor_si512(_mm512_loadu_si512(t + 352), f),
+            _mm512_xor_si512(_mm512_loadu_si512(t + 416), f),
+            _mm512_xor_si512(_mm512_loadu_si512(t + 480), f)};
+  }
+};
+
+// sum over the tile's 8 weight vectors of vpdpbusd with the token's 8 activation dwords,
+// starting from the correction c; two chains so a single token is not latency-bound.
+CLONE_VNNI inline __m512i tile_dot(const W8& w, const int32_t* x4, int32_t c) {
+  __m512i s0 = _mm512_set1_epi32(c), s1 = _mm512_setzero_si512();
+  s0 = _mm512_dpbusd_epi32(s0, w.w0, _mm512_set1_epi32(x4[0]));
+  s1 = _mm512_dpbusd_epi32(s1, w.w1, _mm512_set1_epi32(x4[1]));
+  s0 = _mm512_dpbusd_epi32(s0, w.w2, _mm512_set1_epi32(x4[2]));
+  s1 = _mm512_dpbusd_epi32(s1, w.w3, _mm512_set1_epi32(x4[3]));
+  s0 = _mm512_dpbusd_epi32(s0, w.w4, _mm512_set1_epi32(x4[4]));
+  s1 = _mm512_dpbusd_epi32(s1, w.w5, _mm512_set1_epi32(x4[5]));
+  s0 = _mm512_dpbusd_epi32(s0, w.w6, _mm512_set1_epi32(x4[6]));
+  s1 = _mm512_dpbusd_epi32(s1, w.w7, _mm512_set1_epi32(x4[7]));
+  return _mm512_add_epi32(s0, s1);
+}
+
+CLONE_VNNI __m512i PackedQ8::dot1(const W8& w, const int32_t* x4, int32_t c) {
+  return tile_dot(w, x4, c);
+}
+
+// Row groups [g0, g1) against tokens [t0, t0 + T).
+template <class L, int T>
+CLONE_VNNI void packed_tokens(const PackedArgs& a, int64_t g0, int64_t g1, int64_t t0) {
+  const Matrix& m = *a.w;
+  const int64_t nb = m.cols / kQK;
+  const size_t stride = a.px_stride;
+  const uint8_t* px = a.px + static_cast<size_t>(t0) * stride;
+  const size_t dx_off = static_cast<size_t>(nb * kQK), cr_off = static_cast<size_t>(nb * (kQK + 4));
+  for (int64_t g = g0; g < g1; ++g) {
+    const uint8_t* tile = m.packed->data() + static_cast<size_t>(g * nb) * L::kTile;
+    __m512 acc[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b, tile += L::kTile) {
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile)));
+      const W8 w = T == 1 ? L::decode1(tile) : L::decode(tile);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const uint8_t* p = px + static_cast<size_t>(t) * stride;
+        const auto* x4 = reinterpret_cast<const int32_t*>(p + b * kQK);
+        const int32_t c = reinterpret_cast<const int32_t*>(p + cr_off)[b];
+        const __m512i isum = T == 1 ? L::dot1(w, x4, c) : tile_dot(w, x4, c);
+        const __m512 s =
+            _mm512_mul_ps(dw, _mm512_set1_ps(reinterpret_cast<const float*>(p + dx_off)[b]));
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), s, acc[t]);
+      }
+    }
+    const int64_t r0 = g * kPackRows;
+    const int64_t valid = m.rows - r0 < kPackRows ? m.rows - r0 : kPackRows;
+    const __mmask16 k = static_cast<__mmask16>((1u << valid) - 1);
+    const __m512 sc = _mm512_set1_ps(a.scale);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      float* y = a.y + (t0 + t) * a.ldy + r0;
+      __m512 v = _mm512_mul_ps(acc[t], sc);
+      if (a.accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, y));
+      _mm512_mask_storeu_ps(y, k, v);
+    }
+  }
+}
+
+template <class L>
+CLONE_VNNI void packed_groups(const PackedArgs& a, int64_t g0, int64_t g1) {
+  // Up to 8 tokens share each decoded tile; the x of 8 tokens stays in L1/L2 while the
+  // thread's weights stream past.
+  for (int64_t t0 = 0; t0 < a.n; t0 += 8) {
+    switch (a.n - t0 < 8 ? a.n - t0 : 8) {
+      case 1:
+        packed_tokens<L, 1>(a, g0, g1, t0);
+        break;
+      case 2:
+        packed_tokens<L, 2>(a, g0, g1, t0);
+        break;
+      case 3:
+        packed_tokens<L, 3>(a, g0, g1, t0);
+        break;
+      case 4:
+        packed_tokens<L, 4>(a, g0, g1, t0);
+        break;
+      case 5:
+        packed_tokens<L, 5>(a, g0, g1, t0);
+        break;
+      case 6:
+        packed_tokens<L, 6>(a, g0, g1, t0);
+        break;
+      case 7:
+        packed_tokens<L, 7>(a, g0, g1, t0);
+        break;
+      default:
+        packed_tokens<L, 8>(a, g0, g1, t0);
+        break;
+    }
+  }
+}
+
 }  // namespace
 
 DotKernel vnni_dot_q8_0() {
@@ -261,6 +446,14 @@ DotKernel vnni_dot_q8_0() {
 }
 DotKernel vnni_dot_q4_0() {
   return {prepared_bytes<Q4>, Q4::prepare, rows<Q4>, "q4_0 (avx512 vnni)"};
+}
+PackedKernel vnni_packed_q8_0() {
+  return {packed_prepared_bytes, packed_prepare<0>, packed_groups<PackedQ8>,
+          "q8_0x16 (avx512 vnni)"};
+}
+PackedKernel vnni_packed_q4_0() {
+  return {packed_prepared_bytes, packed_prepare<4>, packed_groups<PackedQ4>,
+          "q4_0x16 (avx512 vnni)"};
 }
 
 }  // namespace cln::kernels::detail::x86

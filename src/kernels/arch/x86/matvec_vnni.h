@@ -5,10 +5,15 @@
 #pragma once
 
 #include "kernels/matvec.h"
+#include "kernels/packed.h"
 
 namespace cln::kernels::detail::x86 {
 
+// On the GGUF layout (weights not packed).
 DotKernel vnni_dot_q8_0();
 DotKernel vnni_dot_q4_0();
+// On the packed layouts (packed.h): any number of tokens.
+PackedKernel vnni_packed_q8_0();
+PackedKernel vnni_packed_q4_0();
 
 }  // namespace cln::kernels::detail::x86
