@@ -105,7 +105,7 @@ struct Q4 {
     alignas(64) uint8_t qs[64], d[64];
     for (int j = 0; j < 64; ++j) {
       qs[j] = static_cast<uint8_t>(18 * (j / 16) + 2 + j % 16);        // block j/16, quant j%16
-      d[j] = j < 32 ? static_cast<uint8_t>(18 * (j / 8) + j % 2) : 0;  // half w < 16: block w/4
+      d[j] = static_cast<uint8_t>(j < 32 ? 18 * (j / 8) + j % 2 : 0);  // half w < 16: block w/4
     }
     return {_mm512_load_si512(qs), _mm512_load_si512(d), _mm512_set1_epi8(0x0F)};
   }
@@ -165,7 +165,7 @@ struct Q8 {
     alignas(64) uint8_t qs[64], d[64];
     for (int j = 0; j < 64; ++j) {
       qs[j] = static_cast<uint8_t>(34 * (j / 32) + 2 + j % 32);
-      d[j] = j < 32 ? static_cast<uint8_t>(34 * (j / 16) + j % 2) : 0;  // half w < 16: block w/8
+      d[j] = static_cast<uint8_t>(j < 32 ? 34 * (j / 16) + j % 2 : 0);  // half w < 16: block w/8
     }
     return {_mm512_load_si512(qs), _mm512_load_si512(d), _mm512_set1_epi8(static_cast<char>(0x80))};
   }
