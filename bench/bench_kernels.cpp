@@ -243,9 +243,38 @@ void BM_GemmF32(benchmark::State& st) {
       benchmark::Counter(flops / (limits().fma_gflops * 1e9) * 100, benchmark::Counter::kIsRate);
 }
 
+// Causal GQA of TinyLlama's shape (32 heads, 4 KV heads, head 64): a 512-token prefill
+// (n = 512, pos0 = 0) and one decode step late in a context (n = 1, pos0 = 1023).
+void BM_Attention(benchmark::State& st) {
+  const int64_t n = st.range(0), pos0 = st.range(1);
+  const AttentionShape s{32, 4, 64, 64};
+  const auto q = random_floats(static_cast<size_t>(n * 32 * 64));
+  const auto k = random_floats(static_cast<size_t>((pos0 + n) * 4 * 64));
+  const auto v = random_floats(static_cast<size_t>((pos0 + n) * 4 * 64));
+  std::vector<float> out(static_cast<size_t>(n * 32 * 64));
+  limits();
+  for (auto _ : st) {
+    attention(q.data(), k.data(), v.data(), out.data(), n, pos0, s, &pool());
+    benchmark::DoNotOptimize(out.data());
+  }
+  // q.k and p.v: 2 * 2 * dk flops per (query head, visible position).
+  double pairs = 0;
+  for (int64_t t = 0; t < n; ++t) pairs += static_cast<double>(pos0 + t + 1);
+  const double flops = 4.0 * 64 * 32 * pairs * static_cast<double>(st.iterations());
+  st.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
+}
+
 void BM_PoolRun(benchmark::State& st) {
   std::vector<int> sink(64);
   for (auto _ : st) pool().run([&](int tid, int) { sink[static_cast<size_t>(tid) * 16] += 1; });
+  benchmark::DoNotOptimize(sink.data());
+}
+
+void BM_PoolParallelFor(benchmark::State& st) {
+  std::vector<int> sink(64);
+  for (auto _ : st)
+    pool().parallel_for(
+        64, 1, [&](int64_t b, int64_t e) { sink[static_cast<size_t>(b)] += static_cast<int>(e); });
   benchmark::DoNotOptimize(sink.data());
 }
 
@@ -314,7 +343,13 @@ BENCHMARK(BM_GemmF32)
     ->Args({512, 2048, 2048})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+BENCHMARK(BM_Attention)
+    ->Args({512, 0})
+    ->Args({1, 1023})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 BENCHMARK(BM_PoolRun)->UseRealTime();
+BENCHMARK(BM_PoolParallelFor)->UseRealTime();
 BENCHMARK(BM_SmallDecode)->Args({256, 256})->Args({768, 256})->Args({256, 768})->UseRealTime();
 
 }  // namespace

@@ -1,9 +1,15 @@
 // Causal grouped-query attention against the KV cache (layout in ops.h).
 //
-// Work is split over (KV head, block of query tokens): the query heads that share a KV
-// head (the GQA group) are processed together, so each key and value row is loaded once
-// per group and used by all its query heads. Scores for one (token, head) go to a
-// per-thread row, are soft-maxed there, then weight the value rows.
+// The queries that read one KV head are rows (t, h): every new token t times every query
+// head h of that head's group. They are processed in blocks of one vector's worth of rows,
+// with the row in the lane, so no dot product ever needs a horizontal sum:
+//   Qt[d]  = the block's queries, transposed (dimension-major) and scaled by 1/sqrt(dk)
+//   S[j]   = sum_d Qt[d] * k_j[d]             a vector of the block's scores for key j
+//   P[j]   = exp(S[j] - max_j S[j])           softmax down each lane, causal mask per lane
+//   Ot[d]  = sum_j P[j] * v_j[d]               then divided by the lane's sum of P
+// Each key and value row is read once per block and serves all its rows: in decode the
+// block is the GQA group (8 query heads of one token), in prefill several tokens of it.
+// Work items are (KV head, row block), heaviest (latest tokens) first.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/attention.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -28,112 +34,134 @@ HWY_BEFORE_NAMESPACE();
 namespace cln::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-using DF = hn::ScalableTag<float>;
 using detail::AttnArgs;
 
-HWY_INLINE float Dot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t n) {
-  const DF df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  auto s0 = hn::Zero(df), s1 = hn::Zero(df);
-  int64_t i = 0;
-  for (; i + 2 * N <= n; i += 2 * N) {
-    s0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), s0);
-    s1 = hn::MulAdd(hn::LoadU(df, a + i + N), hn::LoadU(df, b + i + N), s1);
-  }
-  for (; i + N <= n; i += N) s0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), s0);
-  float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(s0, s1)));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-// p[0..len) = exp(p - max), returns the sum.
-HWY_INLINE float ExpInPlace(float* HWY_RESTRICT p, int64_t len, float mx) {
-  const DF df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  const auto vm = hn::Set(df, mx);
-  auto vs = hn::Zero(df);
-  int64_t j = 0;
-  for (; j + N <= len; j += N) {
-    const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, p + j), vm));
-    vs = hn::Add(vs, e);
-    hn::StoreU(e, df, p + j);
-  }
-  float sum = hn::GetLane(hn::SumOfLanes(df, vs));
-  for (; j < len; ++j) sum += p[j] = std::exp(p[j] - mx);
-  return sum;
-}
-
-// out[0..dv) = sum_j p[j] * v_j / sum, v_j = v + j * v_stride.
-HWY_INLINE void WeightedSum(const float* HWY_RESTRICT p, int64_t len, const float* HWY_RESTRICT v,
-                            int64_t v_stride, int64_t dv, float inv_sum, float* HWY_RESTRICT out) {
-  const DF df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  int64_t i = 0;
-  // Four vectors of the output at a time stay in registers across all positions.
-  for (; i + 4 * N <= dv; i += 4 * N) {
-    auto o0 = hn::Zero(df), o1 = hn::Zero(df), o2 = hn::Zero(df), o3 = hn::Zero(df);
-    for (int64_t j = 0; j < len; ++j) {
-      const float* vj = v + j * v_stride + i;
-      const auto pj = hn::Set(df, p[j]);
-      o0 = hn::MulAdd(pj, hn::LoadU(df, vj), o0);
-      o1 = hn::MulAdd(pj, hn::LoadU(df, vj + N), o1);
-      o2 = hn::MulAdd(pj, hn::LoadU(df, vj + 2 * N), o2);
-      o3 = hn::MulAdd(pj, hn::LoadU(df, vj + 3 * N), o3);
-    }
-    const auto s = hn::Set(df, inv_sum);
-    hn::StoreU(hn::Mul(o0, s), df, out + i);
-    hn::StoreU(hn::Mul(o1, s), df, out + i + N);
-    hn::StoreU(hn::Mul(o2, s), df, out + i + 2 * N);
-    hn::StoreU(hn::Mul(o3, s), df, out + i + 3 * N);
-  }
-  for (; i + N <= dv; i += N) {
-    auto o = hn::Zero(df);
-    for (int64_t j = 0; j < len; ++j)
-      o = hn::MulAdd(hn::Set(df, p[j]), hn::LoadU(df, v + j * v_stride + i), o);
-    hn::StoreU(hn::Mul(o, hn::Set(df, inv_sum)), df, out + i);
-  }
-  for (; i < dv; ++i) {
-    float o = 0;
-    for (int64_t j = 0; j < len; ++j) o += p[j] * v[j * v_stride + i];
-    out[i] = o * inv_sum;
-  }
-}
-
-// All query heads of KV head hk for query tokens [t0, t1).
-void AttendGroup(const AttnArgs& a, int64_t hk, int64_t t0, int64_t t1) {
-  const int64_t group = a.n_head / a.n_head_kv;
+// Rows [r0, r0 + Lanes) of KV head hk; row r is token t0 + r / group, head hk * group + r % group.
+template <class D>
+void AttendBlock(D d, const AttnArgs& a, int64_t hk, int64_t r0) {
+  const int64_t group = a.n_head / a.n_head_kv, rows = a.n * group;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t nr = rows - r0 < N ? rows - r0 : N;  // rows in this block
+  const int64_t t_last = (r0 + nr - 1) / group;
+  const int64_t len = a.pos0 + t_last + 1;  // keys any row of the block may see
   const int64_t kstride = a.n_head_kv * a.dk, vstride = a.n_head_kv * a.dv;
+  const float* kh = a.k + hk * a.dk;
+  const float* vh = a.v + hk * a.dv;
+
+  const size_t qt_n = static_cast<size_t>(a.dk * N), s_n = static_cast<size_t>(len * N);
+  float* buf = detail::scratch_as<float>(detail::ScratchSlot::kAttention,
+                                         qt_n + s_n + static_cast<size_t>(4 * N));
+  float* qt = buf;       // [dk][N]
+  float* s = qt + qt_n;  // [len][N]
+  float* tmp = s + s_n;  // [N] lane limits, [N] row scatter scratch
+
+  // Queries, transposed and pre-scaled; the last key each lane may see.
   const float scale = 1.0f / std::sqrt(static_cast<float>(a.dk));
-  const int64_t max_len = a.pos0 + t1;
-  float* p =
-      detail::scratch_as<float>(detail::ScratchSlot::kAttention, static_cast<size_t>(max_len));
-  for (int64_t t = t0; t < t1; ++t) {
-    const int64_t len = a.pos0 + t + 1;
-    for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
-      const float* qh = a.q + (t * a.n_head + h) * a.dk;
-      float mx = -INFINITY;
-      for (int64_t j = 0; j < len; ++j) {
-        p[j] = scale * Dot(qh, a.k + j * kstride + hk * a.dk, a.dk);
-        mx = std::fmax(mx, p[j]);
-      }
-      const float sum = ExpInPlace(p, len, mx);
-      WeightedSum(p, len, a.v + hk * a.dv, vstride, a.dv, 1.0f / sum,
-                  a.out + (t * a.n_head + h) * a.dv);
+  for (int64_t r = 0; r < N; ++r) {
+    const int64_t t = (r0 + r) / group, h = hk * group + (r0 + r) % group;
+    const float* qr = a.q + (t * a.n_head + h) * a.dk;
+    for (int64_t i = 0; i < a.dk; ++i) qt[i * N + r] = r < nr ? qr[i] * scale : 0.0f;
+    tmp[r] = static_cast<float>(r < nr ? a.pos0 + t : len);
+  }
+  const auto limit = hn::Load(d, tmp);
+
+  // Scores, four keys at a time sharing each load of Qt[i].
+  const auto neg_inf = hn::Set(d, -INFINITY);
+  auto vmax = neg_inf;
+  const int64_t first_masked = a.pos0 + (r0 / group) + 1;  // below it no lane is masked
+  int64_t j = 0;
+  for (; j + 4 <= len; j += 4) {
+    const float* k0 = kh + j * kstride;
+    auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+    for (int64_t i = 0; i < a.dk; ++i) {
+      const auto qi = hn::Load(d, qt + i * N);
+      s0 = hn::MulAdd(qi, hn::Set(d, k0[i]), s0);
+      s1 = hn::MulAdd(qi, hn::Set(d, k0[kstride + i]), s1);
+      s2 = hn::MulAdd(qi, hn::Set(d, k0[2 * kstride + i]), s2);
+      s3 = hn::MulAdd(qi, hn::Set(d, k0[3 * kstride + i]), s3);
     }
+    if (j + 3 >= first_masked) {
+      s0 = hn::IfThenElse(hn::Gt(hn::Set(d, static_cast<float>(j)), limit), neg_inf, s0);
+      s1 = hn::IfThenElse(hn::Gt(hn::Set(d, static_cast<float>(j + 1)), limit), neg_inf, s1);
+      s2 = hn::IfThenElse(hn::Gt(hn::Set(d, static_cast<float>(j + 2)), limit), neg_inf, s2);
+      s3 = hn::IfThenElse(hn::Gt(hn::Set(d, static_cast<float>(j + 3)), limit), neg_inf, s3);
+    }
+    hn::Store(s0, d, s + j * N);
+    hn::Store(s1, d, s + (j + 1) * N);
+    hn::Store(s2, d, s + (j + 2) * N);
+    hn::Store(s3, d, s + (j + 3) * N);
+    vmax = hn::Max(hn::Max(vmax, hn::Max(s0, s1)), hn::Max(s2, s3));
+  }
+  for (; j < len; ++j) {
+    const float* kj = kh + j * kstride;
+    auto s0 = hn::Zero(d);
+    for (int64_t i = 0; i < a.dk; ++i)
+      s0 = hn::MulAdd(hn::Load(d, qt + i * N), hn::Set(d, kj[i]), s0);
+    s0 = hn::IfThenElse(hn::Gt(hn::Set(d, static_cast<float>(j)), limit), neg_inf, s0);
+    hn::Store(s0, d, s + j * N);
+    vmax = hn::Max(vmax, s0);
+  }
+
+  // Softmax down each lane (every lane sees key 0, so its max is finite).
+  auto vsum = hn::Zero(d);
+  for (j = 0; j < len; ++j) {
+    const auto e = hn::Exp(d, hn::Sub(hn::Load(d, s + j * N), vmax));
+    vsum = hn::Add(vsum, e);
+    hn::Store(e, d, s + j * N);
+  }
+  hn::Store(hn::Div(hn::Set(d, 1.0f), vsum), d, tmp);  // 1 / sum per lane
+
+  // Weighted values: Ot[i] for eight dimensions at a time, then scattered to the rows.
+  float* ot = tmp + N;  // [N], one dimension's outputs at a time
+  const auto write = [&](int64_t i, hn::Vec<D> acc) {
+    hn::Store(hn::Mul(acc, hn::Load(d, tmp)), d, ot);
+    for (int64_t r = 0; r < nr; ++r) {
+      const int64_t t = (r0 + r) / group, h = hk * group + (r0 + r) % group;
+      a.out[(t * a.n_head + h) * a.dv + i] = ot[r];
+    }
+  };
+  int64_t i = 0;
+  for (; i + 8 <= a.dv; i += 8) {
+    auto o0 = hn::Zero(d), o1 = hn::Zero(d), o2 = hn::Zero(d), o3 = hn::Zero(d);
+    auto o4 = hn::Zero(d), o5 = hn::Zero(d), o6 = hn::Zero(d), o7 = hn::Zero(d);
+    for (j = 0; j < len; ++j) {
+      const auto p = hn::Load(d, s + j * N);
+      const float* vj = vh + j * vstride + i;
+      o0 = hn::MulAdd(p, hn::Set(d, vj[0]), o0);
+      o1 = hn::MulAdd(p, hn::Set(d, vj[1]), o1);
+      o2 = hn::MulAdd(p, hn::Set(d, vj[2]), o2);
+      o3 = hn::MulAdd(p, hn::Set(d, vj[3]), o3);
+      o4 = hn::MulAdd(p, hn::Set(d, vj[4]), o4);
+      o5 = hn::MulAdd(p, hn::Set(d, vj[5]), o5);
+      o6 = hn::MulAdd(p, hn::Set(d, vj[6]), o6);
+      o7 = hn::MulAdd(p, hn::Set(d, vj[7]), o7);
+    }
+    write(i, o0);
+    write(i + 1, o1);
+    write(i + 2, o2);
+    write(i + 3, o3);
+    write(i + 4, o4);
+    write(i + 5, o5);
+    write(i + 6, o6);
+    write(i + 7, o7);
+  }
+  for (; i < a.dv; ++i) {
+    auto o = hn::Zero(d);
+    for (j = 0; j < len; ++j)
+      o = hn::MulAdd(hn::Load(d, s + j * N), hn::Set(d, vh[j * vstride + i]), o);
+    write(i, o);
   }
 }
 
-void AttentionHere(const AttnArgs& a, ThreadPool* pool) {
-  // Units of work: (KV head, block of tokens). Causal rows grow with t, so units are handed
-  // out from the last (heaviest) block down, which keeps the threads even at the end.
-  const int64_t tb = a.n >= 16 ? 8 : 1;
-  const int64_t blocks = (a.n + tb - 1) / tb, units = blocks * a.n_head_kv;
+template <class D>
+void AttendAll(D d, const AttnArgs& a, ThreadPool* pool) {
+  const int64_t group = a.n_head / a.n_head_kv, rows = a.n * group;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t blocks = (rows + N - 1) / N, units = blocks * a.n_head_kv;
   const auto work = [&](int64_t u0, int64_t u1) {
     for (int64_t i = u0; i < u1; ++i) {
-      const int64_t u = units - 1 - i;
-      const int64_t hk = u % a.n_head_kv, b = u / a.n_head_kv;
-      const int64_t t0 = b * tb, t1 = t0 + tb < a.n ? t0 + tb : a.n;
-      AttendGroup(a, hk, t0, t1);
+      const int64_t u = units - 1 - i;  // latest rows (longest causal spans) first
+      AttendBlock(d, a, u % a.n_head_kv, (u / a.n_head_kv) * N);
     }
   };
   if (pool == nullptr || pool->size() == 1 || units == 1) {
@@ -141,6 +169,16 @@ void AttentionHere(const AttnArgs& a, ThreadPool* pool) {
   } else {
     pool->parallel_for(units, 1, work);
   }
+}
+
+void AttentionHere(const AttnArgs& a, ThreadPool* pool) {
+  // Blocks as wide as a vector, but no wider than the rows there are: one decode token of
+  // an 8-head group fills 8 lanes (on AVX-512 a 256-bit vector does as much work per cycle
+  // as a half-empty 512-bit one).
+  const int64_t rows = a.n * (a.n_head / a.n_head_kv);
+  if (rows <= 4) return AttendAll(hn::CappedTag<float, 4>(), a, pool);
+  if (rows <= 8) return AttendAll(hn::CappedTag<float, 8>(), a, pool);
+  return AttendAll(hn::CappedTag<float, 16>(), a, pool);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -53,19 +53,6 @@ void check_matrix(const Matrix& w) {
 
 }  // namespace
 
-// Up to this many tokens the dot path wins: it reads each weight once and its inner loop
-// is cheaper per weight than unpacking a panel; beyond it, panel reuse across tokens wins.
-// Measured with bench/bench_kernels (matmul n sweep).
-int64_t detail::dot_max_tokens(DType t) {
-  switch (t) {
-    case DType::Q4_0:
-    case DType::Q8_0:
-      return 4;
-    default:
-      return 2;
-  }
-}
-
 void matmul(const Matrix& w, const float* x, int64_t n, float* y, ThreadPool* pool, bool accumulate,
             float scale) {
   check_matrix(w);
@@ -82,7 +69,8 @@ void matmul(const Matrix& w, const float* x, int64_t n, float* y, ThreadPool* po
     if (k.groups != nullptr) return matmul_packed(k, w, x, n, y, pool, accumulate, scale);
     // No kernel for this layout on the current target: the GGUF bytes serve.
   }
-  if (n > detail::dot_max_tokens(w.type)) {
+  const detail::DotKernel k = detail::dot_kernel(w.type);
+  if (n > k.max_tokens) {
     detail::GemmArgs g;
     g.M = n;
     g.N = w.rows;
@@ -98,7 +86,6 @@ void matmul(const Matrix& w, const float* x, int64_t n, float* y, ThreadPool* po
     return;
   }
 
-  const detail::DotKernel k = detail::dot_kernel(w.type);
   detail::DotArgs a{&w, x, nullptr, 0, n, y, w.rows, accumulate, scale};
   const size_t pb = k.prepared_bytes(w.cols);
   if (pb > 0) {

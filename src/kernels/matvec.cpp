@@ -227,20 +227,20 @@ size_t NoPrepare(int64_t) {
 DotKernel DotKernelHere(DType t) {
   switch (t) {
     case DType::F32:
-      return {NoPrepare, nullptr, RowsFloat<float>, "f32"};
+      return {NoPrepare, nullptr, RowsFloat<float>, "f32", 2};
     case DType::F16:
-      return {NoPrepare, nullptr, RowsFloat<uint16_t>, "f16"};
+      return {NoPrepare, nullptr, RowsFloat<uint16_t>, "f16", 2};
     case DType::Q8_0:
 #if HWY_TARGET == HWY_AVX3_DL
       return detail::x86::vnni_dot_q8_0();
 #else
-      return {PreparedBytesQ16, PrepareQ16, RowsQ<BlockQ8_0>, "q8_0 (i16)"};
+      return {PreparedBytesQ16, PrepareQ16, RowsQ<BlockQ8_0>, "q8_0 (i16)", 4};
 #endif
     case DType::Q4_0:
 #if HWY_TARGET == HWY_AVX3_DL
       return detail::x86::vnni_dot_q4_0();
 #else
-      return {PreparedBytesQ16, PrepareQ16, RowsQ<BlockQ4_0>, "q4_0 (i16)"};
+      return {PreparedBytesQ16, PrepareQ16, RowsQ<BlockQ4_0>, "q4_0 (i16)", 4};
 #endif
   }
   return {};

@@ -34,13 +34,18 @@ struct DotKernel {
   void (*prepare)(const float* x, int64_t cols, uint8_t* out);
   void (*rows)(const DotArgs& a, int64_t r0, int64_t r1);
   const char* name;
+  // matmul uses this kernel up to this many tokens and the GEMM path beyond (measured
+  // with bench_kernels: BM_Prefill's n sweep).
+  int64_t max_tokens;
 };
-
-// matmul takes this path for n <= dot_max_tokens(t) tokens, the GEMM path above it.
-int64_t dot_max_tokens(DType t);
 
 // The kernel for weights of type t on this CPU (the one place per-ISA versions are chosen).
 DotKernel dot_kernel(DType t);
+
+// matmul takes this path for n <= dot_max_tokens(t) tokens, the GEMM path above it.
+inline int64_t dot_max_tokens(DType t) {
+  return dot_kernel(t).max_tokens;
+}
 
 // Rows per unit of work handed to threads; kernels process rows in multiples of it where
 // they can, so thread splits never cut a kernel's row group.

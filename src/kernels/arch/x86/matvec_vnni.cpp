@@ -27,6 +27,10 @@ namespace {
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi,f16c,fma")))
 
 constexpr int64_t kChunkRows = 16;
+// Integer dot products stay ahead of the F32 GEMM (which must dequantize and transpose
+// each weight panel) up to about this many tokens; beyond it the prepared activations of
+// all tokens, re-read for every chunk of rows, no longer fit in L2.
+constexpr int64_t kVnniMaxTokens = 64;
 // rows per chunk before moving on to the next token
 
 inline void store(const DotArgs& a, int64_t t, int64_t r, float dot) {
@@ -442,10 +446,10 @@ CLONE_VNNI void packed_groups(const PackedArgs& a, int64_t g0, int64_t g1) {
 }  // namespace
 
 DotKernel vnni_dot_q8_0() {
-  return {prepared_bytes<Q8>, Q8::prepare, rows<Q8>, "q8_0 (avx512 vnni)"};
+  return {prepared_bytes<Q8>, Q8::prepare, rows<Q8>, "q8_0 (avx512 vnni)", kVnniMaxTokens};
 }
 DotKernel vnni_dot_q4_0() {
-  return {prepared_bytes<Q4>, Q4::prepare, rows<Q4>, "q4_0 (avx512 vnni)"};
+  return {prepared_bytes<Q4>, Q4::prepare, rows<Q4>, "q4_0 (avx512 vnni)", kVnniMaxTokens};
 }
 PackedKernel vnni_packed_q8_0() {
   return {packed_prepared_bytes, packed_prepare<0>, packed_groups<PackedQ8>,
