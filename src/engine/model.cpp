@@ -2,6 +2,9 @@
 // its shape against the config, so the forward pass can trust the shapes.
 #include "clone/engine/model.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <set>
 
 #include "clone/core/error.h"
@@ -51,11 +54,34 @@ struct Binder {
 
 }  // namespace
 
-std::shared_ptr<const Model> Model::load(const std::string& path) {
-  return from_gguf(GgufFile::open(path));
+std::shared_ptr<const Model> Model::load(const std::string& path, bool pack) {
+  return from_gguf(GgufFile::open(path), pack);
 }
 
-std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> file) {
+void Model::pack_matrices() {
+  const long page = sysconf(_SC_PAGESIZE);
+  auto pack = [&](kernels::Matrix& w, bool release) {
+    if (!w.data) return;
+    auto p = kernels::pack_weights(w);
+    if (!p) return;
+    w.packed = p.get();
+    packed_.push_back(std::move(p));
+    if (!release) return;
+    // The packed copy serves every matmul; drop the mapped pages (they fault back in
+    // from the file if anything reads them again, e.g. a LoRA merge).
+    const auto begin = reinterpret_cast<uintptr_t>(w.data);
+    const uintptr_t end = begin + dtype_row_bytes(w.type, w.cols) * static_cast<size_t>(w.rows);
+    const uintptr_t a = (begin + static_cast<uintptr_t>(page) - 1) & ~static_cast<uintptr_t>(page - 1);
+    const uintptr_t b = end & ~static_cast<uintptr_t>(page - 1);
+    if (b > a) madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+  };
+  for (auto& l : layers)
+    for (kernels::Matrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) pack(*w, true);
+  // A tied head shares token_embd, whose rows the embedding lookup still reads.
+  pack(output, !cfg_.tied_output);
+}
+
+std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> file, bool pack) {
   std::shared_ptr<Model> m(new Model());
   m->file_ = file;
   const GgufFile& f = *file;
@@ -94,6 +120,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         t.name.find("rope_freqs") == std::string::npos)
       fail(f.path(), ": tensor '", t.name, "' is not used by the model's configuration (",
            c.arch, " with per-layer heads/FFN widths from metadata)");
+  if (pack) m->pack_matrices();
   return m;
 }
 

@@ -1,5 +1,7 @@
 // A Llama-family model loaded from GGUF: weights stay in the memory-mapped file (no
-// copy), except small norm vectors, which are kept as F32.
+// copy), except small norm vectors, which are kept as F32. Where this CPU has faster
+// kernels for a rearranged layout (Q4_0/Q8_0 with AVX-512 VNNI), each matrix is packed
+// once at load and its mapped pages are released, so memory still holds one copy.
 #pragma once
 
 #include <memory>
@@ -29,8 +31,10 @@ class Model {
  public:
   // Loads llama or deci GGUF; checks that every tensor the config implies exists with
   // the right shape, and that no unexpected layer tensor is left over.
-  static std::shared_ptr<const Model> load(const std::string& path);
-  static std::shared_ptr<const Model> from_gguf(std::shared_ptr<const GgufFile> f);
+  // pack = false keeps every matrix in its GGUF layout (tools that only read weights).
+  static std::shared_ptr<const Model> load(const std::string& path, bool pack = true);
+  static std::shared_ptr<const Model> from_gguf(std::shared_ptr<const GgufFile> f,
+                                                bool pack = true);
 
   const ModelConfig& config() const { return cfg_; }
   const GgufFile& gguf() const { return *file_; }
@@ -46,7 +50,9 @@ class Model {
 
  private:
   Model() = default;
+  void pack_matrices();
   std::shared_ptr<const GgufFile> file_;
+  std::vector<std::unique_ptr<kernels::PackedWeights>> packed_;
   ModelConfig cfg_;
 };
 
