@@ -1,9 +1,10 @@
 // A fixed pool of worker threads for the per-token hot path. run() hands one task to
 // every thread (the caller is thread 0) and returns when all are done; workers spin
 // briefly before sleeping so back-to-back calls within a token cost about a microsecond.
-// parallel_for() hands out chunks of a range to whichever threads are running, so a
-// worker that the OS has descheduled (a co-running app, a busy core) delays nothing: the
-// caller takes its chunks. The kernels use parallel_for.
+// parallel_for() gives each thread its own share of a range and lets threads that are done
+// take over the chunks of those that have not come, so a worker that the OS has
+// descheduled (a co-running app, a busy core) delays little: the caller takes its chunks.
+// The kernels use parallel_for.
 #pragma once
 
 #include <atomic>
@@ -36,39 +37,54 @@ class ThreadPool {
 
   // Calls f(begin, end) over chunks that tile [0, n) exactly once, on the caller and on
   // workers that are awake to claim them; returns when every chunk is done. Chunks are
-  // multiples of `grain` (but the last) and shrink as the range runs out (guided
-  // scheduling: large chunks while much is left, grain-sized ones at the end), so threads
-  // finish together. f must not throw.
+  // multiples of `grain` (but the last at n). Each thread first works through its own
+  // share of the range (the same share every call, so data a thread touched last time is
+  // still in its cache), then helps with the others' shares; a thread that never shows up
+  // (descheduled by the OS) has its share done by the others. f must not throw.
   template <typename F>
   void parallel_for(int64_t n, int64_t grain, F&& f) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
-    if (n <= grain || size() == 1) {
+    const int nth = size();
+    if (n <= grain || nth == 1) {
       f(int64_t{0}, n);
       return;
     }
     using Fn = std::remove_reference_t<F>;
-    struct Chunks {
+    constexpr int kMaxShares = 64;
+    struct alignas(64) Share {
+      std::atomic<int64_t> next;
+      int64_t end, chunk;
+    };
+    struct Shares {
       Fn* f;
-      int64_t n, grain, parts;
-      std::atomic<int64_t> next{0};
-    } chunks{&f, n, grain, 2 * static_cast<int64_t>(size())};
+      int count;
+      Share share[kMaxShares];
+    } sh;
+    sh.f = &f;
+    sh.count = nth < kMaxShares ? nth : kMaxShares;
+    const int64_t units = (n + grain - 1) / grain;
+    for (int i = 0; i < sh.count; ++i) {
+      const int64_t b = units * i / sh.count * grain, e = units * (i + 1) / sh.count * grain;
+      sh.share[i].next.store(b < n ? b : n, std::memory_order_relaxed);
+      sh.share[i].end = e < n ? e : n;
+      // A few chunks per share, so thieves can even out the end without much contention.
+      const int64_t len = (units * (i + 1) / sh.count - units * i / sh.count) * grain;
+      sh.share[i].chunk = len / 4 > grain ? (len / 4 + grain - 1) / grain * grain : grain;
+    }
     run_claimed(
-        [](void* p, int, int) {
-          auto* c = static_cast<Chunks*>(p);
-          int64_t b = c->next.load(std::memory_order_relaxed), len;
-          for (;;) {
-            if (b >= c->n) return;
-            len = (c->n - b) / c->parts;
-            len = len <= c->grain ? c->grain : (len + c->grain - 1) / c->grain * c->grain;
-            if (len > c->n - b) len = c->n - b;
-            if (c->next.compare_exchange_weak(b, b + len, std::memory_order_relaxed)) {
-              (*c->f)(b, b + len);
-              b = c->next.load(std::memory_order_relaxed);
+        [](void* p, int tid, int) {
+          auto* s = static_cast<Shares*>(p);
+          for (int k = 0; k < s->count; ++k) {
+            Share& x = s->share[(tid + k) % s->count];
+            for (;;) {
+              const int64_t b = x.next.fetch_add(x.chunk, std::memory_order_relaxed);
+              if (b >= x.end) break;
+              (*s->f)(b, b + x.chunk < x.end ? b + x.chunk : x.end);
             }
           }
         },
-        &chunks);
+        &sh);
   }
 
   // Runs fn on the caller and on every worker that starts it before the caller has
