@@ -195,7 +195,7 @@ void BM_ModelDecode(benchmark::State& st, DType t, bool pack) {
   // Each iteration: one token's matmuls, then a plain read of the same bytes (same number of
   // pool calls); "%bw" is the median over iterations of read time / matmul time.
   std::vector<double> ratio;
-  double t_mm = 0;
+  double t_mm = 0, t_read = 0;
   float sink = 0;
   for (auto _ : st) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -213,14 +213,17 @@ void BM_ModelDecode(benchmark::State& st, DType t, bool pack) {
     sink += read_stream(p, b, &pool());
     const auto t2 = std::chrono::steady_clock::now();
     const double m = std::chrono::duration<double>(t1 - t0).count();
+    const double r = std::chrono::duration<double>(t2 - t1).count();
     t_mm += m;
-    ratio.push_back(std::chrono::duration<double>(t2 - t1).count() / m);
+    t_read += r;
+    ratio.push_back(r / m);
     st.SetIterationTime(m);
   }
   benchmark::DoNotOptimize(sink);
   const double iters = static_cast<double>(st.iterations());
   st.counters["tok/s"] = iters / t_mm;
   st.counters["GB/s"] = static_cast<double>(total) * iters / t_mm / 1e9;
+  st.counters["read_GB/s"] = static_cast<double>(total) * iters / t_read / 1e9;
   std::nth_element(ratio.begin(), ratio.begin() + static_cast<long>(ratio.size() / 2), ratio.end());
   st.counters["%bw"] = ratio.empty() ? 0.0 : 100.0 * ratio[ratio.size() / 2];
   st.SetLabel(std::string(dtype_name(t)) + (head.packed.empty() ? "" : " packed") + ", " +
