@@ -57,6 +57,10 @@ std::unique_ptr<PackedWeights> pack_weights(const Matrix& w, ThreadPool* pool = 
 // Y = scale * X W^T, or Y += scale * X W^T when accumulate.
 //   X F32 [n, w.cols] (row stride w.cols), Y F32 [n, w.rows] (row stride w.rows).
 // n = 1 is decode (memory-bound, rows split across threads); large n is prefill.
+// For Q8_0/Q4_0 weights, x is quantized to 8-bit blocks of 32 (scale amax/127, as ggml
+// does for these types) whenever the integer kernels run: always for packed weights, and
+// for few tokens otherwise (more tokens go through F32 GEMM on dequantized panels). Each
+// output then differs from the exact product by at most sum_j |w_j| * d_x(j) / 2.
 void matmul(const Matrix& w, const float* x, int64_t n, float* y, ThreadPool* pool,
             bool accumulate = false, float scale = 1.0f);
 
