@@ -13,6 +13,7 @@
 
 #include "hwy/highway.h"
 #include "kernels/gemm.h"
+#include "kernels/hwy_util-inl.h"
 #include "kernels/quant-inl.h"
 #include "kernels/scratch.h"
 
@@ -205,15 +206,32 @@ void PackB(const GemmArgs& g, int64_t pc, int64_t kc, int64_t j0, int64_t nc, in
       }
       continue;
     }
-    for (int64_t j = 0; j < nr; ++j) {
-      const int64_t col = j0 + jr + j;
-      if (col >= g.N) {
-        for (int64_t k = 0; k < kc; ++k) dst[k * nr + j] = 0.0f;
-        continue;
+    // Columns of op(B) are rows of B (or of the weights): transpose them eight at a time
+    // in 8x8 blocks (the rows of a group sit at one stride: B's, the weights', or the
+    // dequantized copies' in tmp).
+    for (int64_t jb = 0; jb < nr; jb += 8) {
+      const int64_t col0 = j0 + jr + jb;
+      const int64_t width = nr - jb < 8 ? nr - jb : 8;  // columns of the panel in this group
+      const int64_t cols = g.N - col0 < width ? (g.N - col0 > 0 ? g.N - col0 : 0) : width;
+      const float* src = nullptr;
+      int64_t ss = 0;
+      if (cols > 0 && g.w == nullptr) {
+        src = g.B + col0 * g.ldb + pc;
+        ss = g.ldb;
+      } else if (cols > 0 && g.w->type == DType::F32) {
+        src = WeightRow(*g.w, col0, pc, kc, tmp);
+        ss = g.w->cols;
+      } else if (cols > 0) {
+        for (int64_t j = 0; j < cols; ++j) WeightRow(*g.w, col0 + j, pc, kc, tmp + j * kKC);
+        src = tmp;
+        ss = kKC;
       }
-      const float* src =
-          g.w != nullptr ? WeightRow(*g.w, col, pc, kc, tmp) : g.B + col * g.ldb + pc;
-      for (int64_t k = 0; k < kc; ++k) dst[k * nr + j] = src[k];
+      int64_t k = 0;
+      if (cols == 8)
+        for (; k + 8 <= kc; k += 8) Transpose8x8(src + k, ss, dst + k * nr + jb, nr);
+      for (; k < kc; ++k)
+        for (int64_t j = 0; j < width; ++j)
+          dst[k * nr + jb + j] = j < cols ? src[j * ss + k] : 0.0f;
     }
   }
 }
@@ -225,7 +243,7 @@ void Compute(const GemmArgs& g, const float* ap, int64_t m_pad, int64_t i0, int6
   const int64_t N = static_cast<int64_t>(hn::Lanes(df)), nr = kNV * N;
   const int64_t nc_max = (kNC + nr - 1) / nr * nr;
   float* bp = detail::scratch_as<float>(ScratchSlot::kPackedB, static_cast<size_t>(kKC * nc_max));
-  float* tmp = detail::scratch_as<float>(ScratchSlot::kRowTemp, static_cast<size_t>(kKC));
+  float* tmp = detail::scratch_as<float>(ScratchSlot::kRowTemp, static_cast<size_t>(8 * kKC));
   for (int64_t jc = j0; jc < j1; jc += nc_max) {
     const int64_t nc = j1 - jc < nc_max ? j1 - jc : nc_max;
     for (int64_t pc = 0; pc < g.K; pc += kKC) {

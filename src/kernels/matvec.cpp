@@ -235,9 +235,9 @@ size_t NoPrepare(int64_t) {
 DotKernel DotKernelHere(DType t) {
   switch (t) {
     case DType::F32:
-      return {NoPrepare, nullptr, RowsFloat<float>, "f32", 2};
+      return {NoPrepare, nullptr, RowsFloat<float>, "f32", 4};
     case DType::F16:
-      return {NoPrepare, nullptr, RowsFloat<uint16_t>, "f16", 2};
+      return {NoPrepare, nullptr, RowsFloat<uint16_t>, "f16", 8};
     case DType::Q8_0:
 #if HWY_TARGET == HWY_AVX3_DL
       return detail::x86::vnni_dot_q8_0();
