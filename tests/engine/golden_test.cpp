@@ -32,6 +32,8 @@ struct Case {
   double rel_tol;
 };
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.file; }
+
 class Golden : public ::testing::TestWithParam<Case> {};
 
 }  // namespace
