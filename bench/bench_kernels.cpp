@@ -246,15 +246,15 @@ void BM_GemmF32(benchmark::State& st) {
       benchmark::Counter(flops / (limits().fma_gflops * 1e9) * 100, benchmark::Counter::kIsRate);
 }
 
-// Causal GQA of TinyLlama's shape (32 heads, 4 KV heads, head 64): a 512-token prefill
-// (n = 512, pos0 = 0) and one decode step late in a context (n = 1, pos0 = 1023).
+// Causal GQA: a 512-token prefill (n = 512, pos0 = 0) and one decode step late in a
+// context (n = 1, pos0 = 1023 or 540).
 void BM_Attention(benchmark::State& st) {
   const int64_t n = st.range(0), pos0 = st.range(1);
-  const AttentionShape s{32, 4, 64, 64};
-  const auto q = random_floats(static_cast<size_t>(n * 32 * 64));
-  const auto k = random_floats(static_cast<size_t>((pos0 + n) * 4 * 64));
-  const auto v = random_floats(static_cast<size_t>((pos0 + n) * 4 * 64));
-  std::vector<float> out(static_cast<size_t>(n * 32 * 64));
+  const AttentionShape s{st.range(2), st.range(3), st.range(4), st.range(4)};
+  const auto q = random_floats(static_cast<size_t>(n * s.n_head * s.dk));
+  const auto k = random_floats(static_cast<size_t>((pos0 + n) * s.n_head_kv * s.dk));
+  const auto v = random_floats(static_cast<size_t>((pos0 + n) * s.n_head_kv * s.dv));
+  std::vector<float> out(static_cast<size_t>(n * s.n_head * s.dv));
   limits();
   for (auto _ : st) {
     attention(q.data(), k.data(), v.data(), out.data(), n, pos0, s, &pool());
@@ -263,7 +263,8 @@ void BM_Attention(benchmark::State& st) {
   // q.k and p.v: 2 * 2 * dk flops per (query head, visible position).
   double pairs = 0;
   for (int64_t t = 0; t < n; ++t) pairs += static_cast<double>(pos0 + t + 1);
-  const double flops = 4.0 * 64 * 32 * pairs * static_cast<double>(st.iterations());
+  const double flops =
+      4.0 * static_cast<double>(s.dk * s.n_head) * pairs * static_cast<double>(st.iterations());
   st.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
 }
 
@@ -346,9 +347,12 @@ BENCHMARK(BM_GemmF32)
     ->Args({512, 2048, 2048})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+// Args: n, pos0, heads, KV heads, head dim. TinyLlama's shape, then the base model's.
 BENCHMARK(BM_Attention)
-    ->Args({512, 0})
-    ->Args({1, 1023})
+    ->Args({512, 0, 32, 4, 64})
+    ->Args({1, 1023, 32, 4, 64})
+    ->Args({512, 0, 8, 4, 32})
+    ->Args({1, 540, 8, 4, 32})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 BENCHMARK(BM_PoolRun)->UseRealTime();

@@ -171,11 +171,124 @@ void AttendAll(D d, const AttnArgs& a, ThreadPool* pool) {
   }
 }
 
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+// For few rows per KV head (decode with small GQA groups, or none), lanes-as-rows would
+// leave most lanes idle. Then each row goes alone with the head dimension in the lanes:
+// a block of N keys yields N partial-sum vectors, summed across lanes all at once by a
+// tree of ConcatEven/ConcatOdd adds (N - 1 pair steps, not N horizontal sums).
+// (Vectors in arrays: not for SVE, whose vectors are sizeless; SVE takes the other path.)
+// p[0..n) -> p[0..n/2): lane pairs of p[2i] and p[2i+1] added, p[2i]'s in the lower half.
+template <size_t n, class D>
+HWY_INLINE void SumLevel(D d, hn::Vec<D>* p) {
+#pragma GCC unroll 16
+  for (size_t i = 0; i < n / 2; ++i)
+    p[i] = hn::Add(hn::ConcatEven(d, p[2 * i + 1], p[2 * i]),
+                   hn::ConcatOdd(d, p[2 * i + 1], p[2 * i]));
+  if constexpr (n / 2 > 1) SumLevel<n / 2>(d, p);
+}
+
+// Scores of one row against keys [j0, j0 + nk) (nk <= N), as one vector (lane k: key j0+k).
+template <class D>
+HWY_INLINE hn::Vec<D> ScoreBlock(D d, const float* HWY_RESTRICT q, const float* HWY_RESTRICT kb,
+                                 int64_t kstride, int64_t nk, int64_t dk) {
+  constexpr size_t N = hn::MaxLanes(D());
+  hn::Vec<D> p[N];
+#pragma GCC unroll 16
+  for (size_t k = 0; k < N; ++k) p[k] = hn::Zero(d);
+  if (nk == static_cast<int64_t>(N)) {
+    for (int64_t c = 0; c < dk; c += static_cast<int64_t>(N)) {
+      const auto qc = hn::LoadU(d, q + c);
+#pragma GCC unroll 16
+      for (size_t k = 0; k < N; ++k)
+        p[k] = hn::MulAdd(qc, hn::LoadU(d, kb + static_cast<int64_t>(k) * kstride + c), p[k]);
+    }
+  } else {
+    for (int64_t c = 0; c < dk; c += static_cast<int64_t>(N)) {
+      const auto qc = hn::LoadU(d, q + c);
+#pragma GCC unroll 16
+      for (size_t k = 0; k < N; ++k)
+        if (static_cast<int64_t>(k) < nk)
+          p[k] = hn::MulAdd(qc, hn::LoadU(d, kb + static_cast<int64_t>(k) * kstride + c), p[k]);
+    }
+  }
+  SumLevel<N>(d, p);
+  return p[0];
+}
+
+template <class D>
+void AttendRow(D d, const AttnArgs& a, int64_t t, int64_t h) {
+  constexpr int64_t N = static_cast<int64_t>(hn::MaxLanes(D()));
+  const int64_t group = a.n_head / a.n_head_kv, hk = h / group;
+  const int64_t len = a.pos0 + t + 1, len_pad = (len + N - 1) / N * N;
+  const int64_t kstride = a.n_head_kv * a.dk, vstride = a.n_head_kv * a.dv;
+  const float* q = a.q + (t * a.n_head + h) * a.dk;
+  const float* kh = a.k + hk * a.dk;
+  const float* vh = a.v + hk * a.dv;
+  float* s =
+      detail::scratch_as<float>(detail::ScratchSlot::kAttention, static_cast<size_t>(len_pad));
+
+  const auto scale = hn::Set(d, 1.0f / std::sqrt(static_cast<float>(a.dk)));
+  const auto iota = hn::Iota(d, 0.0f), neg_inf = hn::Set(d, -INFINITY);
+  const auto vlen = hn::Set(d, static_cast<float>(len));
+  auto vmax = neg_inf;
+  for (int64_t j0 = 0; j0 < len; j0 += N) {
+    const int64_t nk = len - j0 < N ? len - j0 : N;
+    auto sc = hn::Mul(ScoreBlock(d, q, kh + j0 * kstride, kstride, nk, a.dk), scale);
+    sc = hn::IfThenElse(hn::Lt(hn::Add(iota, hn::Set(d, static_cast<float>(j0))), vlen), sc,
+                        neg_inf);
+    hn::Store(sc, d, s + j0);
+    vmax = hn::Max(vmax, sc);
+  }
+  const auto mx = hn::Set(d, hn::GetLane(hn::MaxOfLanes(d, vmax)));
+  auto vsum = hn::Zero(d);
+  for (int64_t j = 0; j < len_pad; j += N) {
+    const auto e = hn::Exp(d, hn::Sub(hn::Load(d, s + j), mx));
+    vsum = hn::Add(vsum, e);
+    hn::Store(e, d, s + j);
+  }
+  const auto inv = hn::Set(d, 1.0f / hn::GetLane(hn::SumOfLanes(d, vsum)));
+
+  // Values, one vector of output dimensions at a time (V's rows for this head stay in L2).
+  float* out = a.out + (t * a.n_head + h) * a.dv;
+  for (int64_t c = 0; c < a.dv; c += N) {
+    auto o0 = hn::Zero(d), o1 = hn::Zero(d), o2 = hn::Zero(d), o3 = hn::Zero(d);
+    const float* vc = vh + c;
+    int64_t j = 0;
+    for (; j + 4 <= len; j += 4) {
+      o0 = hn::MulAdd(hn::Set(d, s[j]), hn::LoadU(d, vc + j * vstride), o0);
+      o1 = hn::MulAdd(hn::Set(d, s[j + 1]), hn::LoadU(d, vc + (j + 1) * vstride), o1);
+      o2 = hn::MulAdd(hn::Set(d, s[j + 2]), hn::LoadU(d, vc + (j + 2) * vstride), o2);
+      o3 = hn::MulAdd(hn::Set(d, s[j + 3]), hn::LoadU(d, vc + (j + 3) * vstride), o3);
+    }
+    for (; j < len; ++j) o0 = hn::MulAdd(hn::Set(d, s[j]), hn::LoadU(d, vc + j * vstride), o0);
+    hn::StoreU(hn::Mul(hn::Add(hn::Add(o0, o1), hn::Add(o2, o3)), inv), d, out + c);
+  }
+}
+#endif
+
 void AttentionHere(const AttnArgs& a, ThreadPool* pool) {
+  const int64_t rows = a.n * (a.n_head / a.n_head_kv);
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+  {
+    const hn::CappedTag<float, 16> d;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+    if (rows <= 4 && N == static_cast<int64_t>(hn::MaxLanes(d)) && a.dk % N == 0 && a.dv % N == 0) {
+      const int64_t units = a.n * a.n_head;  // one (token, query head) each
+      const auto work = [&](int64_t u0, int64_t u1) {
+        for (int64_t u = u0; u < u1; ++u) AttendRow(d, a, u / a.n_head, u % a.n_head);
+      };
+      if (pool == nullptr || pool->size() == 1 || units == 1) {
+        work(0, units);
+      } else {
+        pool->parallel_for(units, 1, work);
+      }
+      return;
+    }
+  }
+#endif
   // Blocks as wide as a vector, but no wider than the rows there are: one decode token of
   // an 8-head group fills 8 lanes (on AVX-512 a 256-bit vector does as much work per cycle
   // as a half-empty 512-bit one).
-  const int64_t rows = a.n * (a.n_head / a.n_head_kv);
   if (rows <= 4) return AttendAll(hn::CappedTag<float, 4>(), a, pool);
   if (rows <= 8) return AttendAll(hn::CappedTag<float, 8>(), a, pool);
   return AttendAll(hn::CappedTag<float, 16>(), a, pool);

@@ -487,7 +487,9 @@ TEST(Attention, CausalGqaAgainstCache) {
     };
     for (const Case c :
          {Case{1, 0, 1, 1, 4, 4}, Case{1, 37, 4, 2, 64, 64}, Case{7, 0, 6, 3, 16, 8},
-          Case{33, 5, 8, 1, 32, 32}, Case{20, 100, 4, 4, 3, 5}, Case{2, 300, 32, 4, 64, 64}}) {
+          Case{33, 5, 8, 1, 32, 32}, Case{20, 100, 4, 4, 3, 5}, Case{2, 300, 32, 4, 64, 64},
+          // few rows per KV head (MHA decode, small groups): the head dimension in the lanes
+          Case{3, 40, 4, 4, 32, 32}, Case{2, 77, 8, 4, 48, 16}, Case{1, 600, 8, 4, 32, 32}}) {
       SCOPED_TRACE("n=" + std::to_string(c.n) + " pos0=" + std::to_string(c.pos0) +
                    " heads=" + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv));
       const AttentionShape s{c.n_head, c.n_head_kv, c.dk, c.dv};
