@@ -248,20 +248,40 @@ void AttendRow(D d, const AttnArgs& a, int64_t t, int64_t h) {
   }
   const auto inv = hn::Set(d, 1.0f / hn::GetLane(hn::SumOfLanes(d, vsum)));
 
-  // Values, one vector of output dimensions at a time (V's rows for this head stay in L2).
+  // Values, two vectors of output dimensions at a time (each weight broadcast serves both;
+  // V's rows for this head stay in L2 across the passes).
   float* out = a.out + (t * a.n_head + h) * a.dv;
-  for (int64_t c = 0; c < a.dv; c += N) {
+  int64_t c = 0;
+  for (; c + 2 * N <= a.dv; c += 2 * N) {
     auto o0 = hn::Zero(d), o1 = hn::Zero(d), o2 = hn::Zero(d), o3 = hn::Zero(d);
     const float* vc = vh + c;
     int64_t j = 0;
-    for (; j + 4 <= len; j += 4) {
+    for (; j + 2 <= len; j += 2) {
+      const auto p0 = hn::Set(d, s[j]), p1 = hn::Set(d, s[j + 1]);
+      const float* v0 = vc + j * vstride;
+      o0 = hn::MulAdd(p0, hn::LoadU(d, v0), o0);
+      o1 = hn::MulAdd(p0, hn::LoadU(d, v0 + N), o1);
+      o2 = hn::MulAdd(p1, hn::LoadU(d, v0 + vstride), o2);
+      o3 = hn::MulAdd(p1, hn::LoadU(d, v0 + vstride + N), o3);
+    }
+    if (j < len) {
+      const auto p0 = hn::Set(d, s[j]);
+      o0 = hn::MulAdd(p0, hn::LoadU(d, vc + j * vstride), o0);
+      o1 = hn::MulAdd(p0, hn::LoadU(d, vc + j * vstride + N), o1);
+    }
+    hn::StoreU(hn::Mul(hn::Add(o0, o2), inv), d, out + c);
+    hn::StoreU(hn::Mul(hn::Add(o1, o3), inv), d, out + c + N);
+  }
+  for (; c < a.dv; c += N) {
+    auto o0 = hn::Zero(d), o1 = hn::Zero(d);
+    const float* vc = vh + c;
+    int64_t j = 0;
+    for (; j + 2 <= len; j += 2) {
       o0 = hn::MulAdd(hn::Set(d, s[j]), hn::LoadU(d, vc + j * vstride), o0);
       o1 = hn::MulAdd(hn::Set(d, s[j + 1]), hn::LoadU(d, vc + (j + 1) * vstride), o1);
-      o2 = hn::MulAdd(hn::Set(d, s[j + 2]), hn::LoadU(d, vc + (j + 2) * vstride), o2);
-      o3 = hn::MulAdd(hn::Set(d, s[j + 3]), hn::LoadU(d, vc + (j + 3) * vstride), o3);
     }
-    for (; j < len; ++j) o0 = hn::MulAdd(hn::Set(d, s[j]), hn::LoadU(d, vc + j * vstride), o0);
-    hn::StoreU(hn::Mul(hn::Add(hn::Add(o0, o1), hn::Add(o2, o3)), inv), d, out + c);
+    if (j < len) o0 = hn::MulAdd(hn::Set(d, s[j]), hn::LoadU(d, vc + j * vstride), o0);
+    hn::StoreU(hn::Mul(hn::Add(o0, o1), inv), d, out + c);
   }
 }
 #endif
