@@ -52,14 +52,15 @@ Speed measure(const std::shared_ptr<const cln::Model>& m, int threads, const Opt
   Context ctx(m, {std::max<int64_t>(o.n_prompt + o.n_gen + 1, 64), threads, o.n_prompt});
   std::mt19937 rng(7);
   std::uniform_int_distribution<int32_t> tok(3, static_cast<int32_t>(m->config().n_vocab - 1));
-  std::vector<int32_t> prompt(static_cast<size_t>(o.n_prompt));
+  // At least 8 tokens: the warm-up pass below uses the first 8.
+  std::vector<int32_t> prompt(static_cast<size_t>(std::max<int64_t>(o.n_prompt, 8)));
   for (auto& t : prompt) t = tok(rng);
   Speed best;
   ctx.eval(std::span<const int32_t>(prompt.data(), 8));  // warm-up: page in the weights
   for (int r = 0; r < o.reps; ++r) {
     ctx.reset();
     double t0 = cli::now_s();
-    if (o.n_prompt > 0) ctx.eval(prompt);
+    if (o.n_prompt > 0) ctx.eval(std::span<const int32_t>(prompt.data(), static_cast<size_t>(o.n_prompt)));
     double t1 = cli::now_s();
     if (o.n_prompt > 0) best.prefill_tps = std::max(best.prefill_tps, static_cast<double>(o.n_prompt) / (t1 - t0));
     if (o.n_prompt == 0) ctx.eval(std::span<const int32_t>(prompt.data(), 1));
