@@ -14,8 +14,7 @@ namespace cln {
 
 namespace {
 enum Slot { kQ, kK, kV, kO, kGate, kUp, kDown, kSlots };
-constexpr const char* kSlotTensor[kSlots] = {"attn_q", "attn_k", "attn_v", "attn_output",
-                                             "ffn_gate", "ffn_up", "ffn_down"};
+static_assert(kSlots == kLayerMatrices);
 }  // namespace
 
 struct Context::Scratch {
@@ -81,7 +80,7 @@ void Context::set_loras(std::vector<ActiveLora> loras) {
     max_rank = std::max(max_rank, a.adapter->rank());
     for (int64_t il = 0; il < c.n_layer(); ++il)
       for (int s = 0; s < kSlots; ++s)
-        if (const LoraPair* pr = a.adapter->find(layer_tensor_name(il, kSlotTensor[s])))
+        if (const LoraPair* pr = a.adapter->find(layer_tensor_name(il, kLayerMatrixNames[s])))
           lora_[static_cast<size_t>(il)][static_cast<size_t>(s)].emplace_back(
               pr, a.weight * a.adapter->scale());
   }

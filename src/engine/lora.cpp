@@ -9,16 +9,14 @@
 namespace cln {
 
 namespace {
-const char* kTargets[] = {"attn_q", "attn_k", "attn_v", "attn_output",
-                          "ffn_gate", "ffn_up", "ffn_down"};
 
 // The model weight a tensor name refers to, or nullptr.
 const kernels::Matrix* base_matrix(const Model& m, const std::string& name) {
   for (int64_t il = 0; il < m.config().n_layer(); ++il) {
     const LayerWeights& w = m.layers[static_cast<size_t>(il)];
     const kernels::Matrix* ms[] = {&w.wq, &w.wk, &w.wv, &w.wo, &w.gate, &w.up, &w.down};
-    for (int s = 0; s < 7; ++s)
-      if (name == layer_tensor_name(il, kTargets[s])) return ms[s]->data ? ms[s] : nullptr;
+    for (int s = 0; s < kLayerMatrices; ++s)
+      if (name == layer_tensor_name(il, kLayerMatrixNames[s])) return ms[s]->data ? ms[s] : nullptr;
   }
   return nullptr;
 }

@@ -59,4 +59,9 @@ class Model {
 // Names of the per-layer tensors, shared by the loader, the writer and LoRA.
 std::string layer_tensor_name(int64_t layer, const char* what);  // "blk.<layer>.<what>.weight"
 
+// The layer matrices LoRA can adapt, in LayerWeights order (wq, wk, wv, wo, gate, up, down).
+inline constexpr int kLayerMatrices = 7;
+inline constexpr const char* kLayerMatrixNames[kLayerMatrices] = {
+    "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+
 }  // namespace cln
