@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduces the shipped base model from nothing: installs the Debian text sources,
 # builds the corpora, tokenizer and token files, trains a 12-layer Llama (6.3M
-# parameters) with a fixed seed for 7000 steps of 8 x 256 tokens (about 1.9 hours on 2
+# parameters) with a fixed seed for 6000 steps of 8 x 256 tokens (about 1.6 hours on 2
 # cores), and copies the model, its log, loss curve and perplexity table to models/base/.
 # Same seed, same data, same thread count -> the same loss curve. Re-running resumes
 # from out/base/checkpoint.bin if a run was interrupted.
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-train}
 OUT=${OUT:-out/base}
 DATA=${DATA:-out/data}
-STEPS=${STEPS:-7000}
+STEPS=${STEPS:-6000}
 THREADS=${THREADS:-2}
 LOCK=${LOCK:-/tmp/clone-build.lock}
 

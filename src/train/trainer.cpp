@@ -580,23 +580,63 @@ TrainReport train_lora(const LoraTrainOptions& o) {
   const std::string dir =
       o.out_dir.empty() ? fs::path(o.out).replace_extension("").string() + ".train" : o.out_dir;
   fs::create_directories(dir);
-  std::ofstream csv((fs::path(dir) / "loss.csv").string(), std::ios::trunc);
-  std::ofstream log((fs::path(dir) / "train.log").string(), std::ios::trunc);
-  csv << "step,lr,loss,grad_norm,tokens_per_s\n";
+  std::string targets;
+  for (const std::string& t : o.targets) targets += (targets.empty() ? "" : ",") + t;
+  const nlohmann::json meta = {{"base_params", model.config().n_params()},
+                               {"tokenizer_fingerprint", vocab_fingerprint(tok.vocab())},
+                               {"domain", o.domain},
+                               {"task", o.task},
+                               {"rank", o.rank},
+                               {"alpha", o.alpha},
+                               {"targets", targets},
+                               {"batch", o.batch},
+                               {"seq_len", o.seq_len},
+                               {"seed", o.seed},
+                               {"steps", o.sched.steps},
+                               {"lr", o.sched.lr},
+                               {"warmup", o.sched.warmup},
+                               {"threads", o.threads}};
+  const std::string ckpt = (fs::path(dir) / "checkpoint.bin").string();
+  const std::string loss_csv = (fs::path(dir) / "loss.csv").string();
+  int64_t start = 0;
+  if (o.resume && fs::exists(ckpt)) {
+    std::string old;
+    start = load_checkpoint(ckpt, opt, &old);
+    const nlohmann::json j = nlohmann::json::parse(old);
+    for (const auto& [key, want] : meta.items())
+      if (key != "threads" && j.value(key, nlohmann::json()) != want)
+        fail(ckpt, " was written by a LoRA run with ", key, " = ",
+             j.value(key, nlohmann::json()).dump(), ", this run asks for ", want.dump(),
+             " (use another --out or delete it)");
+    truncate_csv(loss_csv, start);
+    if (o.verbose)
+      std::fprintf(stderr, "lora: resumed from %s at step %lld\n", ckpt.c_str(),
+                   static_cast<long long>(start));
+  } else {
+    std::ofstream(loss_csv, std::ios::trunc) << "step,lr,loss,grad_norm,tokens_per_s\n";
+  }
+  std::ofstream csv(loss_csv, std::ios::app);
+  std::ofstream log((fs::path(dir) / "train.log").string(), start > 0 ? std::ios::app : std::ios::trunc);
   TrainReport rep;
-  std::vector<int32_t> tokens, targets;
+  rep.first_step = start;
+  int64_t last_ckpt = start;
+  std::vector<int32_t> tokens, targets_buf;
   double seconds = 0;
   const double tokens_per_step = static_cast<double>(o.batch * o.seq_len);
-  for (int64_t step = 0; step < o.sched.steps; ++step) {
+  int64_t step = start;
+  for (; step < o.sched.steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
     if (!o.domain.empty())
-      windows.batch(o.seed, step, o.batch, o.seq_len, &tokens, &targets);
+      windows.batch(o.seed, step, o.batch, o.seq_len, &tokens, &targets_buf);
     else
-      task_batch(items, prompt_len, o.seed, step, o.batch, o.seq_len, tok.eos(), &tokens, &targets);
+      task_batch(items, prompt_len, o.seed, step, o.batch, o.seq_len, tok.eos(), &tokens,
+                 &targets_buf);
     Graph g(&pool);
-    TensorP loss = op::cross_entropy(g, model.forward(g, tokens, o.batch, o.seq_len), targets);
+    TensorP loss = op::cross_entropy(g, model.forward(g, tokens, o.batch, o.seq_len), targets_buf);
     const double lv = loss->data()[0];
-    if (!std::isfinite(lv)) fail("LoRA training stopped: the loss is ", lv, " at step ", step);
+    if (!std::isfinite(lv))
+      fail("LoRA training stopped: the loss is ", lv, " at step ", step,
+           "; the checkpoint of step ", last_ckpt, " in ", ckpt, " is intact");
     g.backward(loss);
     const double lr = o.sched.at(step);
     const double gnorm = opt.step(lr);
@@ -607,23 +647,34 @@ TrainReport train_lora(const LoraTrainOptions& o) {
     std::snprintf(row, sizeof row, "%lld,%.9g,%.9g,%.9g,%.1f\n", static_cast<long long>(step), lr,
                   lv, gnorm, tokens_per_step / dt);
     csv << row;
-    if (o.verbose && ((step + 1) % o.log_every == 0 || step == 0)) {
+    csv.flush();
+    const int64_t done = step + 1 - start;
+    if (o.verbose && ((step + 1) % o.log_every == 0 || step == start)) {
       const double eta =
-          static_cast<double>(o.sched.steps - step - 1) * seconds / static_cast<double>(step + 1);
+          static_cast<double>(o.sched.steps - step - 1) * seconds / static_cast<double>(done);
       char b[256];
       std::snprintf(b, sizeof b,
                     "lora step %5lld/%lld | loss %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | "
                     "elapsed %s | ETA %s\n",
                     static_cast<long long>(step + 1), static_cast<long long>(o.sched.steps), lv, lr,
-                    gnorm, tokens_per_step * static_cast<double>(step + 1) / seconds,
+                    gnorm, tokens_per_step * static_cast<double>(done) / seconds,
                     hms(seconds).c_str(), hms(eta).c_str());
       std::fputs(b, stderr);
       log << b;
     }
+    const bool stopping = o.stop_after >= 0 && step + 1 >= o.stop_after;
+    if ((step + 1) % o.ckpt_every == 0 || step + 1 == o.sched.steps || stopping) {
+      save_checkpoint(ckpt, meta.dump(), step + 1, opt);
+      last_ckpt = step + 1;
+    }
+    if (stopping) {
+      ++step;
+      break;
+    }
   }
-  rep.last_step = o.sched.steps;
-  rep.tokens_per_s =
-      seconds > 0 ? tokens_per_step * static_cast<double>(o.sched.steps) / seconds : 0;
+  rep.last_step = step;
+  rep.tokens_per_s = seconds > 0 ? tokens_per_step * static_cast<double>(step - start) / seconds : 0;
+  if (step < o.sched.steps) return rep;  // stopped early: the checkpoint holds the state
   model.write_lora_gguf(o.out, o.domain.empty() ? o.task : o.domain);
   if (o.verbose) std::fprintf(stderr, "lora: wrote %s\n", o.out.c_str());
   return rep;

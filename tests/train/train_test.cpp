@@ -13,6 +13,7 @@
 #include "clone/engine/model.h"
 #include "clone/gguf/gguf.h"
 #include "clone/tokenizer/tokenizer.h"
+#include "clone/train/expert_eval.h"
 #include "clone/train/trainer.h"
 #include "fixture.h"
 
@@ -345,6 +346,112 @@ TEST(Lora, TrainsOnAFrozenBaseAndWritesAnAdapterTheEngineLoads) {
     EXPECT_FLOAT_EQ(adapter->alpha(), 16.0f);
     EXPECT_NE(adapter->find("blk.1.ffn_down.weight"), nullptr);
   }
+}
+
+LoraTrainOptions tiny_lora(const std::string& base, const std::string& out) {
+  LoraTrainOptions o;
+  o.base = base;
+  o.data_dir = data_dir();
+  o.domain = "quotes";
+  o.out = out;
+  o.rank = 2;
+  o.batch = 2;
+  o.seq_len = 16;
+  o.sched = Schedule{1e-2, 2, 8, 0.1};
+  o.ckpt_every = 4;
+  o.verbose = false;
+  return o;
+}
+
+TEST(Lora, ResumeRepeatsTheLossCurveAndTheAdapterBitForBit) {
+  const std::string dir = testing::temp_dir("lora-resume");
+  train_base(tiny_options(dir + "/base"));
+  const std::string base = dir + "/base/model.gguf";
+  const TrainReport full = train_lora(tiny_lora(base, dir + "/full.gguf"));
+  ASSERT_EQ(full.losses.size(), 8u);
+
+  LoraTrainOptions first = tiny_lora(base, dir + "/resumed.gguf");
+  first.stop_after = 3;
+  const TrainReport r1 = train_lora(first);
+  ASSERT_EQ(r1.last_step, 3);
+  EXPECT_FALSE(fs::exists(dir + "/resumed.gguf"));
+  const TrainReport r2 = train_lora(tiny_lora(base, dir + "/resumed.gguf"));
+  EXPECT_EQ(r2.first_step, 3);
+  ASSERT_EQ(r2.losses.size(), 5u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(r1.losses[i], full.losses[i]);
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(r2.losses[i], full.losses[i + 3]) << "step " << i + 3;
+  EXPECT_EQ(csv_without_speed(dir + "/full.train/loss.csv"),
+            csv_without_speed(dir + "/resumed.train/loss.csv"));
+  EXPECT_EQ(slurp(dir + "/full.gguf"), slurp(dir + "/resumed.gguf"));
+
+  // A checkpoint of another run (here another domain) names the difference, untouched.
+  const std::string before = slurp(dir + "/resumed.train/checkpoint.bin");
+  LoraTrainOptions other = tiny_lora(base, dir + "/resumed.gguf");
+  other.domain = "code";
+  try {
+    train_lora(other);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("domain"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(before, slurp(dir + "/resumed.train/checkpoint.bin"));
+}
+
+TEST(ExpertEval, EngineTablesAgreeWithTheTrainerAndScoreTasksExactly) {
+  const std::string dir = testing::temp_dir("expert-eval");
+  BaseTrainOptions bo = tiny_options(dir + "/base");
+  train_base(bo);
+  const std::string base = dir + "/base/model.gguf";
+  LoraTrainOptions lo = tiny_lora(base, dir + "/quotes.gguf");
+  lo.sched = Schedule{3e-2, 2, 30, 0.1};
+  train_lora(lo);
+  fs::create_directories(data_dir() + "/tasks/arithmetic");
+  {
+    std::ofstream f(data_dir() + "/tasks/arithmetic/test.jsonl");
+    for (int a = 0; a < 6; ++a)
+      f << nlohmann::json{{"prompt", std::to_string(a) + "+1="}, {"answer", std::to_string(a + 1)}}
+               .dump()
+        << "\n";
+  }
+  ExpertEvalOptions o;
+  o.base = base;
+  o.data_dir = data_dir();
+  o.experts = {{"quotes", dir + "/quotes.gguf"}};
+  o.tasks = {"arithmetic"};
+  o.seq_len = 16;
+  o.max_tokens = 64;
+  o.task_items = 4;
+  o.max_new = 4;
+  o.verbose = false;
+  const ExpertEval e = evaluate_experts(o);
+  ASSERT_EQ(e.domains, domain_names());
+  ASSERT_EQ(e.models, (std::vector<std::string>{"base", "quotes"}));
+
+  // The engine's base row equals the trainer's own perplexity over the same windows.
+  const LlamaModel m = LlamaModel::from_gguf(*GgufFile::open(base));
+  const auto rows = domain_perplexity(m, data_dir(), "test", 16, 64, 1);
+  for (size_t d = 0; d < rows.size(); ++d) {
+    EXPECT_NEAR(e.ppl[0][d], rows[d].model_ppl, 1e-4 * rows[d].model_ppl) << rows[d].domain;
+    EXPECT_NEAR(e.unigram[d], rows[d].unigram_ppl, 1e-9 * rows[d].unigram_ppl);
+    EXPECT_EQ(e.tokens[d], rows[d].tokens);
+  }
+  // The expert was trained on quotes: it must beat the base there.
+  const auto q = static_cast<size_t>(
+      std::find(e.domains.begin(), e.domains.end(), "quotes") - e.domains.begin());
+  EXPECT_LT(e.ppl[1][q], e.ppl[0][q]);
+  ASSERT_EQ(e.tasks.size(), 1u);
+  EXPECT_EQ(e.tasks[0].items, 4);
+  EXPECT_GE(e.tasks[0].base, 0.0);
+  EXPECT_LE(e.tasks[0].base, 1.0);
+  EXPECT_TRUE(e.tasks[0].right.empty());  // no arithmetic expert in this bank
+  EXPECT_EQ(e.tasks[0].wrong, "quotes");
+  const Table t = perplexity_table(e);
+  EXPECT_EQ(t.rows().size(), 3u);  // unigram, base, quotes
+  EXPECT_EQ(task_table(e).rows().size(), 1u);
+
+  // An adapter of another base is named.
+  o.experts = {{"wrong", base}};
+  EXPECT_THROW(evaluate_experts(o), Error);
 }
 
 TEST(Flops, CountsMatricesAndCausalAttention) {

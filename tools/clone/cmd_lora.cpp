@@ -1,12 +1,16 @@
 // clone lora train: LoRA experts on a frozen base (domain text or a generated task).
+// clone lora eval: the expert bank's perplexity and task tables, through the engine.
 // clone lora merge: folds adapters, with weights, into the base weights (one static model).
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <sstream>
 
 #include "clone/core/error.h"
 #include "clone/train/corpus.h"
 #include "clone/engine/lora.h"
+#include "clone/train/expert_eval.h"
 #include "clone/train/trainer.h"
 #include "common.h"
 #include "subcommand.h"
@@ -30,6 +34,43 @@ int train(TrainOpts& o) {
     }
   if (o.t.targets.empty()) fail("--targets names no module");
   train::train_lora(o.t);
+  return 0;
+}
+
+struct EvalOpts {
+  cln::train::ExpertEvalOptions e;
+  std::vector<std::string> experts;
+  std::string out;
+};
+
+int eval(EvalOpts& o) {
+  using namespace cln;
+  for (const std::string& a : o.experts) {
+    const auto eq = a.find('=');
+    const std::string path = eq == std::string::npos ? a : a.substr(eq + 1);
+    const std::string name =
+        eq == std::string::npos ? std::filesystem::path(a).stem().string() : a.substr(0, eq);
+    if (name.empty() || path.empty()) fail("--expert ", a, ": expected path or name=path");
+    o.e.experts.push_back({name, path});
+  }
+  const train::ExpertEval r = train::evaluate_experts(o.e);
+  const Table ppl = train::perplexity_table(r);
+  const Table tasks = train::task_table(r);
+  std::string md = "Test perplexity per domain (" + std::to_string(o.e.seq_len) +
+                   "-token windows, up to " + std::to_string(o.e.max_tokens) +
+                   " predicted tokens per domain):\n\n" + ppl.markdown() +
+                   "\nExact match on generated tasks (greedy, " + std::to_string(o.e.task_items) +
+                   " test items each, at most " + std::to_string(o.e.max_new) +
+                   " new tokens):\n\n" + tasks.markdown();
+  std::fputs(md.c_str(), stdout);
+  if (!o.out.empty()) {
+    std::filesystem::create_directories(o.out);
+    const std::filesystem::path d(o.out);
+    std::ofstream((d / "experts.md").string()) << md;
+    ppl.write((d / "perplexity.csv").string());
+    tasks.write((d / "tasks.csv").string());
+    std::printf("wrote %s/{experts.md,perplexity.csv,tasks.csv}\n", o.out.c_str());
+  }
   return 0;
 }
 
@@ -93,6 +134,33 @@ const cln::cli::Register reg{
           ->capture_default_str()
           ->check(CLI::Range(1, 256));
 
+      auto eo = std::make_shared<EvalOpts>();
+      CLI::App* ev = app.add_subcommand(
+          "eval",
+          "Per-domain test perplexity of the base and each expert, and task exact match "
+          "(base, right expert, wrong expert), through the engine");
+      ev->add_option("--base", eo->e.base, "base model GGUF")->required()->check(CLI::ExistingFile);
+      ev->add_option("--data", eo->e.data_dir, "folder written by `clone data build`")
+          ->capture_default_str();
+      ev->add_option("--expert", eo->experts,
+                     "adapter GGUF, path (named by its file stem) or name=path (repeatable)");
+      ev->add_option("--seq-len", eo->e.seq_len, "perplexity window")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{2}, int64_t{65536}));
+      ev->add_option("--tokens", eo->e.max_tokens, "predicted tokens per domain, at most")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+      ev->add_option("--task-items", eo->e.task_items, "test items per task")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+      ev->add_option("--max-new", eo->e.max_new, "new tokens per task answer, at most")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{1}, int64_t{200}));
+      ev->add_option("--threads", eo->e.threads, "threads")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 256));
+      ev->add_option("--out", eo->out, "folder for experts.md, perplexity.csv, tasks.csv");
+
       auto mo = std::make_shared<MergeOpts>();
       CLI::App* mg = app.add_subcommand(
           "merge", "Fold adapters, each with its weight, into the base weights: one static GGUF");
@@ -100,8 +168,9 @@ const cln::cli::Register reg{
       mg->add_option("--lora", mo->loras, "adapter GGUF, path or path:weight (repeatable)")->required();
       mg->add_option("-o,--out", mo->out, "output GGUF (adapted matrices become f32)")->required();
 
-      return [o, t, mg, mo] {
+      return [o, t, eo, ev, mg, mo] {
         if (t->parsed()) return train(*o);
+        if (ev->parsed()) return eval(*eo);
         if (mg->parsed()) return merge(*mo);
         return 1;
       };

@@ -90,10 +90,16 @@ struct LoraTrainOptions {
   uint64_t seed = 1234;
   int threads = 2;
   int64_t log_every = 10;
+  int64_t ckpt_every = 50;   // adapter + AdamW state to <out_dir>/checkpoint.bin
+  int64_t stop_after = -1;   // stop this run after reaching this step (tests, demos)
+  bool resume = true;        // continue from <out_dir>/checkpoint.bin when it exists
   bool verbose = true;
 };
 
 // Trains LoRA adapters on a frozen base and writes them in llama.cpp's adapter layout.
+// Interrupted runs resume from the checkpoint and repeat the loss curve bit for bit; a
+// checkpoint of another run (domain, task, rank, targets, seed, schedule, base) stops
+// with a message naming the difference.
 TrainReport train_lora(const LoraTrainOptions& o);
 
 // Task items packed into rows of seq_len tokens: BOS prompt answer EOS, repeated; the
