@@ -47,7 +47,8 @@ double engine_nll(Context& ctx, const std::vector<uint16_t>& t, const std::vecto
   std::vector<int32_t> win(static_cast<size_t>(seq_len));
   double nll = 0;
   for (int64_t off : offs) {
-    for (int64_t i = 0; i < seq_len; ++i) win[static_cast<size_t>(i)] = t[static_cast<size_t>(off + i)];
+    for (int64_t i = 0; i < seq_len; ++i)
+      win[static_cast<size_t>(i)] = t[static_cast<size_t>(off + i)];
     ctx.reset();
     const std::span<const float> logits = ctx.eval(win, true);
     for (int64_t i = 0; i < seq_len; ++i) {
@@ -71,8 +72,8 @@ std::string greedy(Context& ctx, const Tokenizer& tok, const std::string& prompt
   std::span<const float> logits = ctx.eval(ids);
   std::vector<int32_t> out;
   for (int64_t i = 0; i < max_new; ++i) {
-    const auto next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
-                                           logits.begin());
+    const auto next =
+        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     if (next == tok.eos()) break;
     out.push_back(next);
     const int32_t one[1] = {next};
@@ -123,8 +124,10 @@ ExpertEval evaluate_experts(const ExpertEvalOptions& o) {
     const TokenFile test = read_token_file(test_path, tok.bos());
     for (const TokenFile* f : {&train, &test})
       if (f->fingerprint != fp || static_cast<int64_t>(f->n_vocab) != tok.n_vocab())
-        fail(f == &train ? train_path : test_path, " was encoded with another tokenizer than "
-             "the one inside ", o.base);
+        fail(f == &train ? train_path : test_path,
+             " was encoded with another tokenizer than "
+             "the one inside ",
+             o.base);
     const std::vector<int64_t> offs = window_offsets(test.tokens.size(), o.seq_len, o.max_tokens);
     // Unigram baseline (add-one smoothing, fitted on train) over the same predictions.
     std::vector<double> counts(train.n_vocab, 1.0);
@@ -144,12 +147,13 @@ ExpertEval evaluate_experts(const ExpertEvalOptions& o) {
       r.ppl[m].push_back(std::exp(engine_nll(ctx, test.tokens, offs, o.seq_len)));
     }
     if (o.verbose) {
-      std::fprintf(stderr, "expert eval: %-10s %lld tokens | unigram %.1f | base %.2f",
-                   d.c_str(), static_cast<long long>(n), r.unigram.back(), r.ppl[0].back());
+      std::fprintf(stderr, "expert eval: %-10s %lld tokens | unigram %.1f | base %.2f", d.c_str(),
+                   static_cast<long long>(n), r.unigram.back(), r.ppl[0].back());
       for (size_t m = 1; m < r.models.size(); ++m)
         std::fprintf(stderr, " | %s %.2f", r.models[m].c_str(), r.ppl[m].back());
-      std::fprintf(stderr, " | %.0f s\n",
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count());
+      std::fprintf(
+          stderr, " | %.0f s\n",
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count());
     }
   }
 
@@ -172,8 +176,8 @@ ExpertEval evaluate_experts(const ExpertEvalOptions& o) {
     size_t right = 0, wrong = 0;
     for (size_t m = 1; m < r.models.size(); ++m) {
       if (r.models[m] == task) right = m;
-      const bool is_task = std::find(task_names().begin(), task_names().end(), r.models[m]) !=
-                           task_names().end();
+      const bool is_task =
+          std::find(task_names().begin(), task_names().end(), r.models[m]) != task_names().end();
       if (r.models[m] != task && is_task && wrong == 0) wrong = m;
     }
     if (wrong == 0)
@@ -190,7 +194,8 @@ ExpertEval evaluate_experts(const ExpertEvalOptions& o) {
       row.with_wrong = task_accuracy(ctx, tok, items, o.max_new);
     }
     if (o.verbose)
-      std::fprintf(stderr, "expert eval: task %-12s %lld items | base %.1f%% | %s %.1f%% | %s %.1f%%\n",
+      std::fprintf(stderr,
+                   "expert eval: task %-12s %lld items | base %.1f%% | %s %.1f%% | %s %.1f%%\n",
                    task.c_str(), static_cast<long long>(n), 100 * row.base,
                    row.right.empty() ? "(no expert)" : row.right.c_str(), 100 * row.with_right,
                    row.wrong.empty() ? "(no expert)" : row.wrong.c_str(), 100 * row.with_wrong);

@@ -616,7 +616,8 @@ TrainReport train_lora(const LoraTrainOptions& o) {
     std::ofstream(loss_csv, std::ios::trunc) << "step,lr,loss,grad_norm,tokens_per_s\n";
   }
   std::ofstream csv(loss_csv, std::ios::app);
-  std::ofstream log((fs::path(dir) / "train.log").string(), start > 0 ? std::ios::app : std::ios::trunc);
+  std::ofstream log((fs::path(dir) / "train.log").string(),
+                    start > 0 ? std::ios::app : std::ios::trunc);
   TrainReport rep;
   rep.first_step = start;
   int64_t last_ckpt = start;
@@ -673,7 +674,8 @@ TrainReport train_lora(const LoraTrainOptions& o) {
     }
   }
   rep.last_step = step;
-  rep.tokens_per_s = seconds > 0 ? tokens_per_step * static_cast<double>(step - start) / seconds : 0;
+  rep.tokens_per_s =
+      seconds > 0 ? tokens_per_step * static_cast<double>(step - start) / seconds : 0;
   if (step < o.sched.steps) return rep;  // stopped early: the checkpoint holds the state
   model.write_lora_gguf(o.out, o.domain.empty() ? o.task : o.domain);
   if (o.verbose) std::fprintf(stderr, "lora: wrote %s\n", o.out.c_str());

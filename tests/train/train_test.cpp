@@ -14,6 +14,7 @@
 #include "clone/gguf/gguf.h"
 #include "clone/tokenizer/tokenizer.h"
 #include "clone/train/expert_eval.h"
+#include "clone/train/samples.h"
 #include "clone/train/trainer.h"
 #include "fixture.h"
 
@@ -436,8 +437,8 @@ TEST(ExpertEval, EngineTablesAgreeWithTheTrainerAndScoreTasksExactly) {
     EXPECT_EQ(e.tokens[d], rows[d].tokens);
   }
   // The expert was trained on quotes: it must beat the base there.
-  const auto q = static_cast<size_t>(
-      std::find(e.domains.begin(), e.domains.end(), "quotes") - e.domains.begin());
+  const auto q = static_cast<size_t>(std::find(e.domains.begin(), e.domains.end(), "quotes") -
+                                     e.domains.begin());
   EXPECT_LT(e.ppl[1][q], e.ppl[0][q]);
   ASSERT_EQ(e.tasks.size(), 1u);
   EXPECT_EQ(e.tasks[0].items, 4);
@@ -452,6 +453,37 @@ TEST(ExpertEval, EngineTablesAgreeWithTheTrainerAndScoreTasksExactly) {
   // An adapter of another base is named.
   o.experts = {{"wrong", base}};
   EXPECT_THROW(evaluate_experts(o), Error);
+}
+
+TEST(Samples, ContinueRealDocumentsAndCountStops) {
+  const std::string dir = testing::temp_dir("samples");
+  train_base(tiny_options(dir));
+  SampleOptions o;
+  o.model = dir + "/model.gguf";
+  o.data_dir = data_dir();
+  o.per_domain = 3;
+  o.prompt_tokens = 2;
+  o.max_new = 6;
+  const auto a = sample_domains(o);
+  ASSERT_EQ(a.size(), domain_names().size());
+  for (size_t d = 0; d < a.size(); ++d) {
+    EXPECT_EQ(a[d].domain, domain_names()[d]);
+    EXPECT_EQ(a[d].n, 3);
+    ASSERT_EQ(a[d].examples.size(), 3u);
+    EXPECT_LE(a[d].ended_with_eos, 3);
+    EXPECT_LE(a[d].median_generated, 6.0);
+    // Every fixture document starts with its domain's name and has 7 to 26 words.
+    const std::string& p = a[d].examples[0].prompt;
+    EXPECT_TRUE(!p.empty() && (a[d].domain.rfind(p, 0) == 0 || p.rfind(a[d].domain, 0) == 0)) << p;
+    EXPECT_GT(a[d].median_document, 4.0);
+    for (const auto& e : a[d].examples) EXPECT_TRUE(e.eos || !e.continuation.empty());
+  }
+  const auto b = sample_domains(o);  // seeded: the same texts again
+  for (size_t d = 0; d < a.size(); ++d)
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_EQ(a[d].examples[i].continuation, b[d].examples[i].continuation);
+  EXPECT_EQ(eos_table(a).rows().size(), a.size());
+  EXPECT_NE(samples_markdown(a, 1).find("## quotes"), std::string::npos);
 }
 
 TEST(Flops, CountsMatricesAndCausalAttention) {

@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "clone/core/error.h"
-#include "clone/train/corpus.h"
 #include "clone/engine/lora.h"
+#include "clone/train/corpus.h"
 #include "clone/train/expert_eval.h"
 #include "clone/train/trainer.h"
 #include "common.h"
@@ -164,8 +164,11 @@ const cln::cli::Register reg{
       auto mo = std::make_shared<MergeOpts>();
       CLI::App* mg = app.add_subcommand(
           "merge", "Fold adapters, each with its weight, into the base weights: one static GGUF");
-      mg->add_option("-m,--model", mo->model, "base model GGUF")->required()->check(CLI::ExistingFile);
-      mg->add_option("--lora", mo->loras, "adapter GGUF, path or path:weight (repeatable)")->required();
+      mg->add_option("-m,--model", mo->model, "base model GGUF")
+          ->required()
+          ->check(CLI::ExistingFile);
+      mg->add_option("--lora", mo->loras, "adapter GGUF, path or path:weight (repeatable)")
+          ->required();
       mg->add_option("-o,--out", mo->out, "output GGUF (adapted matrices become f32)")->required();
 
       return [o, t, eo, ev, mg, mo] {

@@ -1,6 +1,7 @@
 // clone train base: train the shipped base model from scratch (resumes from its
 // checkpoint). clone train bench: training throughput against the FMA peak and PyTorch.
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -8,6 +9,7 @@
 #include "clone/core/table.h"
 #include "clone/kernels/machine.h"
 #include "clone/kernels/thread_pool.h"
+#include "clone/train/samples.h"
 #include "clone/train/trainer.h"
 #include "subcommand.h"
 
@@ -91,6 +93,28 @@ void add_shape(CLI::App* a, int64_t* n_embd, int64_t* n_layer, int64_t* n_head, 
   a->add_option("--seq-len", *seq_len, "tokens per sequence (the context length)")
       ->capture_default_str()
       ->check(CLI::Range(2, 65536));
+}
+
+struct SamplesOpts {
+  cln::train::SampleOptions s;
+  int64_t examples = 3;
+  std::string out;
+};
+
+int samples(const SamplesOpts& o) {
+  const auto r = cln::train::sample_domains(o.s);
+  const std::string md = cln::train::samples_markdown(r, o.examples);
+  std::fputs(md.c_str(), stdout);
+  if (!o.out.empty()) {
+    std::ofstream f(o.out);
+    f << "Continuations of " << o.s.per_domain << " test documents per domain after their first "
+      << o.s.prompt_tokens << " tokens (in \u00ab\u00bb), temperature " << o.s.sampling.temperature
+      << ", top-k " << o.s.sampling.top_k << ", top-p " << o.s.sampling.top_p << ", seed "
+      << o.s.sampling.seed << ", at most " << o.s.max_new << " new tokens.\n\n"
+      << md;
+    if (!f) cln::fail("cannot write ", o.out);
+  }
+  return 0;
 }
 
 const cln::cli::Register reg{
@@ -177,11 +201,43 @@ const cln::cli::Register reg{
       bench_cmd->add_option("--format", b->format, "md, csv or json")
           ->capture_default_str()
           ->check(CLI::IsMember({"md", "csv", "json"}));
-      return [o, b, base, bench_cmd] {
+      auto so = std::make_shared<SamplesOpts>();
+      CLI::App* samples_cmd = app.add_subcommand(
+          "samples",
+          "Continue test documents of every domain from a short prompt: the texts, how often "
+          "the model stops with EOS, and its lengths next to the real documents'");
+      samples_cmd->add_option("-m,--model", so->s.model, "model GGUF")
+          ->required()
+          ->check(CLI::ExistingFile);
+      samples_cmd->add_option("--data", so->s.data_dir, "folder written by `clone data build`")
+          ->capture_default_str();
+      samples_cmd->add_option("--per-domain", so->s.per_domain, "documents per domain")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{1}, int64_t{100000}));
+      samples_cmd->add_option("--prompt-tokens", so->s.prompt_tokens, "prompt tokens per document")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+      samples_cmd->add_option("--max-new", so->s.max_new, "generation limit")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+      samples_cmd->add_option("--temp", so->s.sampling.temperature, "temperature (0: greedy)")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0f, 100.0f));
+      samples_cmd->add_option("--seed", so->s.sampling.seed, "sampling seed")
+          ->capture_default_str();
+      samples_cmd->add_option("--threads", so->s.threads, "threads")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 256));
+      samples_cmd->add_option("--examples", so->examples, "texts shown per domain")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{0}, int64_t{100000}));
+      samples_cmd->add_option("--out", so->out, "markdown file for the table and the texts");
+      return [o, b, base, bench_cmd, so, samples_cmd] {
         if (base->parsed()) {
           cln::train::train_base(*o);
           return 0;
         }
+        if (samples_cmd->parsed()) return samples(*so);
         if (bench_cmd->parsed()) return bench(*b);
         return 1;
       };

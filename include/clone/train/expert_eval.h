@@ -23,25 +23,25 @@ struct ExpertEvalOptions {
   std::string base;                   // base model GGUF (its tokenizer is used)
   std::string data_dir = "out/data";  // tokens/<domain>.test.tok, tasks/<task>/test.jsonl
   std::vector<ExpertSpec> experts;
-  std::vector<std::string> tasks;     // generated tasks to score; empty = all task_names()
-  int64_t seq_len = 256;              // perplexity window (tokens predicted per window)
-  int64_t max_tokens = 32768;         // predicted tokens per domain, at most
-  int64_t task_items = 200;           // test items per task, evenly spaced over the split
-  int64_t max_new = 16;               // generation limit per task item
+  std::vector<std::string> tasks;  // generated tasks to score; empty = all task_names()
+  int64_t seq_len = 256;           // perplexity window (tokens predicted per window)
+  int64_t max_tokens = 32768;      // predicted tokens per domain, at most
+  int64_t task_items = 200;        // test items per task, evenly spaced over the split
+  int64_t max_new = 16;            // generation limit per task item
   int threads = 2;
   bool verbose = true;
 };
 
 struct ExpertEval {
-  std::vector<std::string> domains;          // columns of ppl
-  std::vector<int64_t> tokens;               // predicted tokens per domain
-  std::vector<double> unigram;               // unigram perplexity per domain
-  std::vector<std::string> models;           // "base", then the experts' names
-  std::vector<std::vector<double>> ppl;      // [model][domain]
+  std::vector<std::string> domains;      // columns of ppl
+  std::vector<int64_t> tokens;           // predicted tokens per domain
+  std::vector<double> unigram;           // unigram perplexity per domain
+  std::vector<std::string> models;       // "base", then the experts' names
+  std::vector<std::vector<double>> ppl;  // [model][domain]
   struct TaskRow {
     std::string task;
     int64_t items = 0;
-    std::string right, wrong;                // expert names ("" if none)
+    std::string right, wrong;                           // expert names ("" if none)
     double base = 0, with_right = -1, with_wrong = -1;  // accuracy in [0,1]; -1 = no expert
   };
   std::vector<TaskRow> tasks;

@@ -90,9 +90,9 @@ struct LoraTrainOptions {
   uint64_t seed = 1234;
   int threads = 2;
   int64_t log_every = 10;
-  int64_t ckpt_every = 50;   // adapter + AdamW state to <out_dir>/checkpoint.bin
-  int64_t stop_after = -1;   // stop this run after reaching this step (tests, demos)
-  bool resume = true;        // continue from <out_dir>/checkpoint.bin when it exists
+  int64_t ckpt_every = 50;  // adapter + AdamW state to <out_dir>/checkpoint.bin
+  int64_t stop_after = -1;  // stop this run after reaching this step (tests, demos)
+  bool resume = true;       // continue from <out_dir>/checkpoint.bin when it exists
   bool verbose = true;
 };
 

@@ -1,0 +1,134 @@
+#include "clone/train/samples.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "clone/core/error.h"
+#include "clone/engine/context.h"
+#include "clone/engine/model.h"
+#include "clone/tokenizer/tokenizer.h"
+#include "clone/train/corpus.h"
+#include "clone/train/tokenizer_train.h"
+
+namespace cln::train {
+
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Documents of a token stream: the spans after each BOS, up to the next BOS, with a
+// trailing EOS removed.
+std::vector<std::vector<int32_t>> split_documents(const std::vector<uint16_t>& t, int32_t bos,
+                                                  int32_t eos) {
+  std::vector<std::vector<int32_t>> docs;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] != bos) continue;
+    std::vector<int32_t> d;
+    size_t j = i + 1;
+    for (; j < t.size() && t[j] != bos; ++j) d.push_back(t[j]);
+    if (!d.empty() && d.back() == eos) d.pop_back();
+    docs.push_back(std::move(d));
+    i = j - 1;
+  }
+  return docs;
+}
+
+}  // namespace
+
+std::vector<DomainSamples> sample_domains(const SampleOptions& o) {
+  if (o.per_domain < 1 || o.prompt_tokens < 1 || o.max_new < 1)
+    fail("samples: documents, prompt length and limit must be at least 1");
+  const auto model = Model::load(o.model);
+  const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
+  const uint64_t fp = vocab_fingerprint(tok.vocab());
+  Context ctx(model, {1 + o.prompt_tokens + o.max_new, o.threads, 512});
+  std::vector<DomainSamples> out;
+  uint64_t seed = o.sampling.seed;
+  for (const std::string& d : domain_names()) {
+    const std::string path = token_file_path(o.data_dir, d, "test");
+    const TokenFile f = read_token_file(path, tok.bos());
+    if (f.fingerprint != fp || static_cast<int64_t>(f.n_vocab) != tok.n_vocab())
+      fail(path, " was encoded with another tokenizer than the one inside ", o.model);
+    std::vector<std::vector<int32_t>> docs;
+    for (auto& doc : split_documents(f.tokens, tok.bos(), tok.eos()))
+      if (static_cast<int64_t>(doc.size()) > o.prompt_tokens) docs.push_back(std::move(doc));
+    if (docs.empty())
+      fail(path, ": no test document is longer than the ", o.prompt_tokens, "-token prompt");
+    DomainSamples s;
+    s.domain = d;
+    s.n = std::min<int64_t>(o.per_domain, static_cast<int64_t>(docs.size()));
+    std::vector<double> gen_len, doc_len;
+    for (int64_t k = 0; k < s.n; ++k) {
+      const auto& doc = docs[static_cast<size_t>(k * static_cast<int64_t>(docs.size()) / s.n)];
+      std::vector<int32_t> prompt = {tok.bos()};
+      prompt.insert(prompt.end(), doc.begin(), doc.begin() + o.prompt_tokens);
+      SamplerParams sp = o.sampling;
+      sp.seed = seed++;
+      Sampler sampler(sp);
+      ctx.reset();
+      std::span<const float> logits = ctx.eval(prompt);
+      std::vector<int32_t> gen;
+      bool eos = false;
+      while (static_cast<int64_t>(gen.size()) < o.max_new) {
+        const int32_t next = sampler.sample(logits);
+        if (next == tok.eos()) {
+          eos = true;
+          break;
+        }
+        gen.push_back(next);
+        if (static_cast<int64_t>(gen.size()) == o.max_new) break;
+        const int32_t one[1] = {next};
+        logits = ctx.eval(one);
+      }
+      s.ended_with_eos += eos;
+      gen_len.push_back(static_cast<double>(gen.size()));
+      doc_len.push_back(static_cast<double>(doc.size()) - static_cast<double>(o.prompt_tokens));
+      s.examples.push_back({tok.decode(std::span(prompt).subspan(1)), tok.decode(gen), eos});
+    }
+    s.median_generated = median(gen_len);
+    s.median_document = median(doc_len);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Table eos_table(const std::vector<DomainSamples>& s) {
+  Table t({"domain", "documents", "stopped with EOS (%)", "median generated tokens",
+           "median real tokens"});
+  t.set_precision(1);
+  for (const auto& d : s)
+    t.add({d.domain, static_cast<long long>(d.n),
+           100.0 * static_cast<double>(d.ended_with_eos) / static_cast<double>(d.n),
+           d.median_generated, d.median_document});
+  return t;
+}
+
+std::string samples_markdown(const std::vector<DomainSamples>& s, int64_t examples_per_domain) {
+  std::string md = eos_table(s).markdown();
+  for (const auto& d : s) {
+    md += "\n## " + d.domain + "\n";
+    const auto n = std::min<int64_t>(examples_per_domain, static_cast<int64_t>(d.examples.size()));
+    for (int64_t i = 0; i < n; ++i) {
+      const auto& e = d.examples[static_cast<size_t>(i)];
+      // Indented block: the texts hold markdown-looking characters of their own.
+      std::string body =
+          "\u00ab" + e.prompt + "\u00bb" + e.continuation + (e.eos ? " [EOS]" : " [limit]");
+      std::string quoted = "\n    ";
+      for (char c : body) {
+        if (c == '\n')
+          quoted += "\n    ";
+        else
+          quoted += c;
+      }
+      md += quoted + "\n";
+    }
+  }
+  return md;
+}
+
+}  // namespace cln::train
