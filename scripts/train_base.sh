@@ -2,7 +2,9 @@
 # Reproduces the shipped base model from nothing: installs the Debian text sources,
 # builds the corpora, tokenizer and token files, trains a 12-layer Llama (6.3M
 # parameters) with a fixed seed for 6000 steps of 8 x 256 tokens (about 1.6 hours on 2
-# cores), and copies the model, its log, loss curve and perplexity table to models/base/.
+# cores), and copies the model, its log, loss curve and perplexity table to models/base/,
+# with samples.md: continuations of test documents of every domain and how often the
+# model stops with EOS.
 # Same seed, same data, same thread count -> the same loss curve. Re-running resumes
 # from out/base/checkpoint.bin if a run was interrupted.
 #
@@ -37,5 +39,7 @@ if [ "$OUT" = out/base ]; then
   mkdir -p models/base
   cp "$OUT/model.gguf" "$OUT/train.log" "$OUT/loss.csv" "$OUT/valid.csv" "$OUT/loss.png" \
      "$OUT/perplexity.md" models/base/
+  flock "$LOCK" "$CLONE" train samples -m models/base/model.gguf --data "$DATA" \
+    --per-domain 50 --examples 3 --seed 1234 --threads "$THREADS" --out models/base/samples.md
   echo "wrote models/base/"
 fi

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Trains one LoRA expert per domain and per generated task on the shipped base model
 # (rank 8, alpha 16, all of q,k,v,o,gate,up,down; fixed seed), after
-# scripts/train_base.sh. Each expert is also reproducible alone:
+# scripts/train_base.sh, then scores the bank through the engine
+# (models/experts/experts.md: per-domain test perplexity of the base and every expert,
+# task exact match for the base, the right and a wrong expert). Each expert is also
+# reproducible alone, e.g.
 #   clone lora train --base models/base/model.gguf --domain code --out models/experts/code.gguf
+# Each writes <name>.train/{train.log,loss.csv,loss.png} beside it; an interrupted run
+# resumes from <name>.train/checkpoint.bin.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-train}
@@ -12,14 +17,26 @@ OUT=${OUT:-models/experts}
 STEPS=${STEPS:-300}
 THREADS=${THREADS:-2}
 LOCK=${LOCK:-/tmp/clone-build.lock}
+
+[ -f "$BUILD/build.ninja" ] || cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release
+flock "$LOCK" cmake --build "$BUILD" -j"$THREADS" --target clone
 CLONE="$BUILD/tools/clone/clone"
+[ -f "$DATA/tokens/code.test.tok" ] || { echo "no corpora in $DATA: run scripts/train_base.sh first" >&2; exit 1; }
 mkdir -p "$OUT"
+
+experts=()
 for d in dictionary computing scripture quotes wordnet code; do
-  flock "$LOCK" "$CLONE" lora train --base "$BASE" --data "$DATA" --domain "$d" \
-    --out "$OUT/$d.gguf" --rank 8 --alpha 16 --steps "$STEPS" --seed 1234 --threads "$THREADS"
+  [ -f "$OUT/$d.gguf" ] || flock "$LOCK" "$CLONE" lora train --base "$BASE" --data "$DATA" \
+    --domain "$d" --out "$OUT/$d.gguf" --rank 8 --alpha 16 --steps "$STEPS" --seed 1234 \
+    --threads "$THREADS"
+  experts+=(--expert "$OUT/$d.gguf")
 done
 for t in arithmetic wordnet_pos; do
-  flock "$LOCK" "$CLONE" lora train --base "$BASE" --data "$DATA" --task "$t" \
-    --out "$OUT/$t.gguf" --rank 8 --alpha 16 --steps "$STEPS" --seq-len 128 --seed 1234 \
-    --threads "$THREADS"
+  [ -f "$OUT/$t.gguf" ] || flock "$LOCK" "$CLONE" lora train --base "$BASE" --data "$DATA" \
+    --task "$t" --out "$OUT/$t.gguf" --rank 8 --alpha 16 --steps "$STEPS" --seq-len 128 \
+    --seed 1234 --threads "$THREADS"
+  experts+=(--expert "$OUT/$t.gguf")
 done
+
+flock "$LOCK" "$CLONE" lora eval --base "$BASE" --data "$DATA" "${experts[@]}" \
+  --tokens 32768 --task-items 200 --threads "$THREADS" --out "$OUT"

@@ -677,6 +677,8 @@ TrainReport train_lora(const LoraTrainOptions& o) {
   rep.tokens_per_s =
       seconds > 0 ? tokens_per_step * static_cast<double>(step - start) / seconds : 0;
   if (step < o.sched.steps) return rep;  // stopped early: the checkpoint holds the state
+  csv.close();
+  plot_loss(dir);
   model.write_lora_gguf(o.out, o.domain.empty() ? o.task : o.domain);
   if (o.verbose) std::fprintf(stderr, "lora: wrote %s\n", o.out.c_str());
   return rep;
