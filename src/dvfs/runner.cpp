@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "clone/core/error.h"
+#include "clone/core/stats.h"
 #include "clone/device/calibrate.h"
 
 namespace cln::dvfs {
@@ -193,16 +194,6 @@ std::vector<RequestResult> run_workload(device::SimDevice& dev, Policy& pol,
   }
   return out;
 }
-
-namespace {
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  double idx = p / 100 * static_cast<double>(v.size() - 1);
-  size_t lo = static_cast<size_t>(std::floor(idx)), hi = static_cast<size_t>(std::ceil(idx));
-  return v[lo] + (idx - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
-}  // namespace
 
 Summary summarize(const std::string& controller, const std::string& corunner,
                   const std::vector<RequestResult>& rs) {

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "clone/core/error.h"
+#include "clone/core/stats.h"
 #include "clone/engine/context.h"
 #include "clone/engine/model.h"
 #include "clone/tokenizer/tokenizer.h"
@@ -13,13 +14,6 @@
 namespace cln::train {
 
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Documents of a token stream: the spans after each BOS, up to the next BOS, with a
 // trailing EOS removed.

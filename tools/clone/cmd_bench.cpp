@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "clone/core/error.h"
+#include "clone/core/stats.h"
 #include "clone/core/table.h"
 #include "clone/engine/context.h"
 #include "clone/kernels/machine.h"
@@ -45,13 +46,6 @@ double read_gbs_now(cln::kernels::ThreadPool& pool, const std::vector<uint8_t>& 
   volatile float sink = cln::kernels::read_stream(buf.data(), buf.size(), &pool);
   (void)sink;
   return static_cast<double>(buf.size()) / (cln::cli::now_s() - t0) / 1e9;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // Prefill: best of `reps` passes of n_prompt tokens from an empty cache. Decode:
@@ -97,9 +91,9 @@ Speed measure(const std::shared_ptr<const cln::Model>& m, int threads, const Opt
       pct.push_back(100.0 * tps.back() * bytes_per_token / 1e9 / bw.back());
     }
   }
-  best.decode_tps = median(tps);
-  best.read_gbs = median(bw);
-  best.decode_pct_bw = median(pct);
+  best.decode_tps = cln::median(tps);
+  best.read_gbs = cln::median(bw);
+  best.decode_pct_bw = cln::median(pct);
   if (!pct.empty()) {
     best.decode_pct_bw_min = *std::min_element(pct.begin(), pct.end());
     best.decode_pct_bw_max = *std::max_element(pct.begin(), pct.end());
