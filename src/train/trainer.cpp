@@ -240,6 +240,31 @@ void truncate_csv(const std::string& path, int64_t step) {
   std::ofstream(path, std::ios::trunc) << out;
 }
 
+// Restores a run from its checkpoint when the run's description agrees with the one
+// it was written with on every key in `keys` (all keys but "threads" when empty): the
+// step to continue from. Another thread count only warns (last-bit differences).
+int64_t resume_run(const std::string& ckpt, AdamW& opt, const nlohmann::json& meta,
+                   const std::vector<std::string>& keys) {
+  std::string old;
+  const int64_t start = load_checkpoint(ckpt, opt, &old);
+  const nlohmann::json j = nlohmann::json::parse(old);
+  std::vector<std::string> check = keys;
+  if (check.empty())
+    for (const auto& item : meta.items())
+      if (item.key() != "threads") check.push_back(item.key());
+  for (const std::string& key : check)
+    if (j.value(key, nlohmann::json()) != meta[key])
+      fail(ckpt, " was written by a run with ", key, " = ", j.value(key, nlohmann::json()).dump(),
+           ", this run asks for ", meta[key].dump(), " (use another --out or delete it)");
+  if (j.value("threads", nlohmann::json()) != meta["threads"])
+    std::fprintf(stderr,
+                 "train: warning: %s was written with %s threads, this run uses %s; the loss "
+                 "curve will differ in the last bits from an uninterrupted run\n",
+                 ckpt.c_str(), j.value("threads", nlohmann::json()).dump().c_str(),
+                 meta["threads"].dump().c_str());
+  return start;
+}
+
 }  // namespace
 
 std::vector<PerplexityRow> domain_perplexity(const LlamaModel& m, const std::string& data_dir,
@@ -329,18 +354,8 @@ TrainReport train_base(const BaseTrainOptions& o) {
   const std::string valid_csv = (fs::path(o.out_dir) / "valid.csv").string();
   int64_t start = 0;
   if (o.resume && fs::exists(ckpt)) {
-    std::string old;
-    start = load_checkpoint(ckpt, opt, &old);
-    const nlohmann::json j = nlohmann::json::parse(old);
-    for (const char* key : {"batch", "seq_len", "seed", "steps", "tokenizer_fingerprint"})
-      if (j.value(key, nlohmann::json()) != meta[key])
-        fail(ckpt, " was written by a run with ", key, " = ", j.value(key, nlohmann::json()).dump(),
-             ", this run asks for ", meta[key].dump(), " (use another --out or delete it)");
-    if (j.value("threads", nlohmann::json()) != meta["threads"])
-      std::fprintf(stderr,
-                   "train: warning: %s was written with %s threads, this run uses %d; the loss "
-                   "curve will differ in the last bits from an uninterrupted run\n",
-                   ckpt.c_str(), j.value("threads", nlohmann::json()).dump().c_str(), o.threads);
+    start =
+        resume_run(ckpt, opt, meta, {"batch", "seq_len", "seed", "steps", "tokenizer_fingerprint"});
     truncate_csv(loss_csv, start);
     truncate_csv(valid_csv, start);
     if (o.verbose)
@@ -600,14 +615,7 @@ TrainReport train_lora(const LoraTrainOptions& o) {
   const std::string loss_csv = (fs::path(dir) / "loss.csv").string();
   int64_t start = 0;
   if (o.resume && fs::exists(ckpt)) {
-    std::string old;
-    start = load_checkpoint(ckpt, opt, &old);
-    const nlohmann::json j = nlohmann::json::parse(old);
-    for (const auto& [key, want] : meta.items())
-      if (key != "threads" && j.value(key, nlohmann::json()) != want)
-        fail(ckpt, " was written by a LoRA run with ", key, " = ",
-             j.value(key, nlohmann::json()).dump(), ", this run asks for ", want.dump(),
-             " (use another --out or delete it)");
+    start = resume_run(ckpt, opt, meta, {});
     truncate_csv(loss_csv, start);
     if (o.verbose)
       std::fprintf(stderr, "lora: resumed from %s at step %lld\n", ckpt.c_str(),
