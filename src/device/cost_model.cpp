@@ -4,41 +4,21 @@
 #include <cmath>
 
 #include "clone/core/error.h"
+#include "clone/engine/accounting.h"
 
 namespace cln::device {
 
 namespace {
-
-double bytes_per_value(DType t) {
-  return static_cast<double>(dtype_block_bytes(t)) / static_cast<double>(dtype_block_size(t));
-}
-
-struct LayerParams {
-  double attn = 0, ffn = 0;  // weight counts
-  double q_dim = 0, kv_dim = 0, o_in = 0;
-  double lora = 0;  // adapter parameters per expert per unit rank
-};
-
-LayerParams layer_params(const ModelConfig& m, const LayerShape& s) {
-  LayerParams p;
-  double d = static_cast<double>(m.n_embd);
-  if (s.has_attention()) {
-    p.q_dim = static_cast<double>(s.n_head * m.head_dim_k);
-    double kk = static_cast<double>(s.n_head_kv * m.head_dim_k);
-    double kv = static_cast<double>(s.n_head_kv * m.head_dim_v);
-    p.kv_dim = kk + kv;
-    p.o_in = static_cast<double>(s.n_head * m.head_dim_v);
-    p.attn = d * p.q_dim + d * kk + d * kv + p.o_in * d;
-    p.lora += (d + p.q_dim) + (d + kk) + (d + kv) + (p.o_in + d);
-  }
-  if (s.has_ffn()) {
-    double ff = static_cast<double>(s.n_ff);
-    p.ffn = 3 * d * ff;
-    p.lora += 3 * (d + ff);
-  }
+// The shared accounting's options for a Jetson runtime: F16 activations and KV cache.
+PassOptions pass_options(const CostOptions& o) {
+  PassOptions p;
+  p.kv_bytes_per_value = o.kv_bytes_per_value;
+  p.act_bytes_per_value = 2;  // activations kept in F16 between kernels
+  p.n_experts = o.n_experts;
+  p.lora_rank = o.lora_rank;
+  p.lora_bytes_per_value = 2;  // F16 adapters
   return p;
 }
-
 }  // namespace
 
 CostModel::CostModel(DeviceProfile profile, ModelConfig model, CostOptions opt)
@@ -46,7 +26,6 @@ CostModel::CostModel(DeviceProfile profile, ModelConfig model, CostOptions opt)
   if (model_.n_layer() <= 0 || model_.n_embd <= 0 || model_.n_vocab <= 0)
     fail("cost model: model \"", model_.name, "\" has no layers, width or vocabulary");
   unit_ = &profile_.compute();
-  bytes_per_weight_ = bytes_per_value(model_.weight_type);
   const auto& lv = unit_->levels;
   if (opt_.sfu) {
     // Near-continuous: a fine grid between the lowest and highest clock, voltage
@@ -67,17 +46,10 @@ CostModel::CostModel(DeviceProfile profile, ModelConfig model, CostOptions opt)
   } else {
     levels_ = lv;
   }
-  double params = 0;
-  for (const auto& s : model_.layers) {
-    LayerParams p = layer_params(model_, s);
-    params += p.attn + p.ffn;
-  }
-  double d = static_cast<double>(model_.n_embd), v = static_cast<double>(model_.n_vocab);
-  params += d * v * (model_.tied_output ? 1 : 2);
-  weight_bytes_ = params * bytes_per_weight_;
+  weight_bytes_ = model_weight_bytes(model_);
   double kv_per_token = 0;
-  for (const auto& s : model_.layers)
-    kv_per_token += layer_params(model_, s).kv_dim * opt_.kv_bytes_per_value;
+  for (int64_t il = 0; il < model_.n_layer(); ++il)
+    kv_per_token += static_cast<double>(layer_params(model_, il).kv_dim) * opt_.kv_bytes_per_value;
   double activations = 0.25e9;
   double avail = profile_.memory.size_gb * 1e9 * profile_.memory.usable_fraction -
                  kv_per_token * static_cast<double>(opt_.max_context) - activations;
@@ -91,47 +63,26 @@ int CostModel::level_at_least(double mhz) const {
 }
 
 Work CostModel::work(int layer, Phase phase, int64_t pos, int64_t n_tokens) const {
-  (void)phase;
+  const PassOptions po = pass_options(opt_);
+  PassCount pc;
+  if (layer >= n_layer()) {  // final norm + output head; prefill computes only the last logits
+    const int64_t n_out =
+        phase == Phase::Prefill
+            ? std::min<int64_t>(n_tokens, std::max<int64_t>(1, opt_.n_logits_prefill))
+            : n_tokens;
+    pc = head_pass(model_, n_tokens, n_out, po);
+  } else {
+    pc = layer_pass(model_, layer, pos, n_tokens, po);
+  }
   Work w;
-  double n = static_cast<double>(n_tokens);
-  double d = static_cast<double>(model_.n_embd);
-  double act = 2;            // activations kept in F16 between kernels
-  if (layer >= n_layer()) {  // final norm + output head
-    double n_out = phase == Phase::Prefill
-                       ? static_cast<double>(std::min<int64_t>(
-                             n_tokens, std::max<int64_t>(1, opt_.n_logits_prefill)))
-                       : n;
-    double vocab = static_cast<double>(model_.n_vocab);
-    w.flops = 2 * n_out * d * vocab + 4 * n * d;
-    double wbytes = d * vocab * bytes_per_weight_;
-    w.dram_bytes = wbytes * resident_ + n_out * vocab * 4 + n * d * act;
-    w.stream_bytes = wbytes * (1 - resident_);
-    return w;
-  }
-  const LayerShape& s = model_.layers[static_cast<size_t>(layer)];
-  LayerParams p = layer_params(model_, s);
-  double wparams = p.attn + p.ffn;
-  w.flops = 2 * n * wparams + n * (10 * d + 4 * static_cast<double>(s.n_ff));
-  double sum_ctx = n * static_cast<double>(pos) + n * (n + 1) / 2;
-  if (s.has_attention()) {
-    w.flops += 2 * static_cast<double>(s.n_head) *
-               static_cast<double>(model_.head_dim_k + model_.head_dim_v) * sum_ctx;
-  }
-  double ctx = static_cast<double>(pos) + n;
-  double kv = p.kv_dim * opt_.kv_bytes_per_value * (ctx + n);  // read the cache, write the new
-  double acts = n * (4 * d + 2 * p.q_dim + 2 * p.kv_dim + 3 * static_cast<double>(s.n_ff)) * act;
-  double wbytes = wparams * bytes_per_weight_;
-  w.dram_bytes = wbytes * resident_ + kv + acts;
-  w.stream_bytes = wbytes * (1 - resident_);
-  if (opt_.n_experts > 0) {
-    double r = static_cast<double>(opt_.lora_rank) * opt_.n_experts;
-    double lflops = 2 * n * r * p.lora;
-    if (opt_.lpu) {
-      w.lpu_flops = lflops;
-    } else {
-      w.flops += lflops;
-      w.dram_bytes += r * p.lora * 2;  // F16 adapters read every pass
-    }
+  w.flops = pc.matmul_flops + pc.attn_flops + pc.other_flops;
+  w.dram_bytes = pc.weight_bytes * resident_ + pc.kv_bytes + pc.act_bytes;
+  w.stream_bytes = pc.weight_bytes * (1 - resident_);
+  if (opt_.lpu) {
+    w.lpu_flops = pc.lora_flops;  // adapters resident on chip: no DRAM traffic for them
+  } else {
+    w.flops += pc.lora_flops;
+    w.dram_bytes += pc.lora_bytes;  // adapters read every pass
   }
   return w;
 }
@@ -171,8 +122,9 @@ double CostModel::expert_swap_s() const {
   if (opt_.n_experts <= 0) return 0;
   if (opt_.lpu) return profile_.lpu.swap_us * 1e-6;
   double bytes = 0;
-  for (const auto& s : model_.layers) bytes += layer_params(model_, s).lora;
-  bytes *= static_cast<double>(opt_.lora_rank) * opt_.n_experts * 2;
+  for (int64_t il = 0; il < model_.n_layer(); ++il)
+    bytes += static_cast<double>(layer_params(model_, il).lora_per_rank);
+  bytes *= static_cast<double>(opt_.lora_rank) * opt_.n_experts * 2;  // F16 adapters
   return bytes / (profile_.storage_gbps * 1e9);
 }
 double CostModel::expert_swap_j() const {

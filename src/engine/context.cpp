@@ -8,23 +8,19 @@
 #include <cmath>
 
 #include "clone/core/error.h"
+#include "clone/engine/forward.h"
 #include "clone/kernels/ops.h"
 
 namespace cln {
 
-namespace {
-enum Slot { kQ, kK, kV, kO, kGate, kUp, kDown, kSlots };
-static_assert(kSlots == kLayerMatrices);
-}  // namespace
-
 struct Context::Scratch {
-  std::vector<float> x;     // F32 [n_batch, n_embd]  residual stream
-  std::vector<float> xn;    // F32 [n_batch, n_embd]  normalized input of a half-layer
-  std::vector<float> q;     // F32 [n_batch, max n_head * dk]
-  std::vector<float> attn;  // F32 [n_batch, max n_head * dv]
-  std::vector<float> gate;  // F32 [n_batch, max n_ff]
-  std::vector<float> up;    // F32 [n_batch, max n_ff]
-  std::vector<int32_t> pos; // [n_batch]
+  std::vector<float> x;      // F32 [n_batch, n_embd]  residual stream
+  std::vector<float> xn;     // F32 [n_batch, n_embd]  normalized input of a half-layer
+  std::vector<float> q;      // F32 [n_batch, max n_head * dk]
+  std::vector<float> attn;   // F32 [n_batch, max n_head * dv]
+  std::vector<float> gate;   // F32 [n_batch, max n_ff]
+  std::vector<float> up;     // F32 [n_batch, max n_ff]
+  std::vector<int32_t> pos;  // [n_batch]
 };
 
 Context::Context(std::shared_ptr<const Model> model, const ContextParams& p)
@@ -50,7 +46,7 @@ Context::Context(std::shared_ptr<const Model> model, const ContextParams& p)
   s_->up.resize(nb * static_cast<size_t>(max_ff));
   s_->pos.resize(nb);
   lora_.assign(static_cast<size_t>(c.n_layer()),
-               std::vector<std::vector<std::pair<const LoraPair*, float>>>(kSlots));
+               std::vector<std::vector<std::pair<const LoraPair*, float>>>(kLayerMatrices));
 }
 
 Context::~Context() = default;
@@ -59,7 +55,8 @@ size_t Context::state_bytes() const {
   size_t n = 0;
   for (size_t i = 0; i < k_cache_.size(); ++i) n += (k_cache_[i].size() + v_cache_[i].size()) * 4;
   n += (s_->x.size() + s_->xn.size() + s_->q.size() + s_->attn.size() + s_->gate.size() +
-        s_->up.size() + logits_.size() + lora_tmp_.size()) * 4;
+        s_->up.size() + logits_.size() + lora_tmp_.size()) *
+       4;
   return n;
 }
 
@@ -75,13 +72,14 @@ void Context::set_loras(std::vector<ActiveLora> loras) {
     for (auto& slot : layer) slot.clear();
   for (const auto& a : loras) {
     if (!a.adapter) fail("set_loras: null adapter");
-    if (!std::isfinite(a.weight)) fail("set_loras: weight of '", a.adapter->name(), "' is not finite");
+    if (!std::isfinite(a.weight))
+      fail("set_loras: weight of '", a.adapter->name(), "' is not finite");
     if (a.weight == 0.0f) continue;
     max_rank = std::max(max_rank, a.adapter->rank());
     for (int64_t il = 0; il < c.n_layer(); ++il)
-      for (int s = 0; s < kSlots; ++s)
-        if (const LoraPair* pr = a.adapter->find(layer_tensor_name(il, kLayerMatrixNames[s])))
-          lora_[static_cast<size_t>(il)][static_cast<size_t>(s)].emplace_back(
+      for (LayerMatrix w : kAllLayerMatrices)
+        if (const LoraPair* pr = a.adapter->find(layer_tensor_name(il, w)))
+          lora_[static_cast<size_t>(il)][static_cast<size_t>(index(w))].emplace_back(
               pr, a.weight * a.adapter->scale());
   }
   lora_tmp_.assign(static_cast<size_t>(n_batch_ * max_rank), 0.0f);
@@ -89,10 +87,12 @@ void Context::set_loras(std::vector<ActiveLora> loras) {
 }
 
 // y (+)= W x, then each active expert: y += w * (alpha / r) * B (A x).
-void Context::linear(int64_t layer, int slot, const kernels::Matrix& w, const float* x, int64_t n,
-                     float* y, bool accumulate) {
-  kernels::matmul(w, x, n, y, pool_.get(), accumulate);
-  for (const auto& [pr, scale] : lora_[static_cast<size_t>(layer)][static_cast<size_t>(slot)]) {
+void Context::linear(int64_t layer, LayerMatrix which, const float* x, int64_t n, float* y,
+                     bool accumulate) {
+  kernels::matmul(model_->layers[static_cast<size_t>(layer)][which], x, n, y, pool_.get(),
+                  accumulate);
+  for (const auto& [pr, scale] :
+       lora_[static_cast<size_t>(layer)][static_cast<size_t>(index(which))]) {
     kernels::matmul(pr->a, x, n, lora_tmp_.data(), pool_.get());
     kernels::matmul(pr->b, lora_tmp_.data(), n, y, pool_.get(), true, scale);
   }
@@ -120,61 +120,106 @@ std::span<const float> Context::eval(std::span<const int32_t> tokens, bool all_l
   return {logits_.data(), logits_.size()};
 }
 
+// The inference executor of llama_forward (forward.h): values live in the scratch
+// buffers, K and V are written straight into the KV cache, the hook fires at each
+// boundary, and only the logits asked for are computed.
+struct Context::Pass {
+  Context& ctx;
+  const Model& m;
+  const ModelConfig& c;
+  const int32_t* tokens;
+  int64_t n;
+  bool all_logits;
+  float* logits_out;
+  Phase phase;
+  const LayerShape* shape = nullptr;  // of the layer being run
+
+  using Value = float*;
+
+  float* embed() {
+    const int64_t d = c.n_embd;
+    Scratch& s = *ctx.s_;
+    const size_t emb_row = dtype_row_bytes(m.token_embd.type, d);
+    for (int64_t t = 0; t < n; ++t) {
+      const auto* row =
+          static_cast<const uint8_t*>(m.token_embd.data) + static_cast<size_t>(tokens[t]) * emb_row;
+      kernels::dequantize_row(m.token_embd.type, row, s.x.data() + t * d, d);
+      s.pos[static_cast<size_t>(t)] = static_cast<int32_t>(ctx.n_past_ + t);
+    }
+    return s.x.data();
+  }
+  void boundary(int32_t il) {
+    const auto nl = static_cast<int32_t>(c.n_layer());
+    if (il < nl) shape = &c.layers[static_cast<size_t>(il)];
+    if (ctx.hook_) ctx.hook_(LayerEvent{phase, il, nl, ctx.n_past_, n});
+  }
+  float* rmsnorm(float* x, int32_t il, LayerNorm which) {
+    float* xn = ctx.s_->xn.data();
+    kernels::rmsnorm(x, m.layers[static_cast<size_t>(il)].norm(which), xn, n, c.n_embd, c.rms_eps);
+    return xn;
+  }
+  // Where each matrix's output goes: K and V into this layer's cache rows.
+  float* out_of(int32_t il, LayerMatrix w) {
+    Scratch& s = *ctx.s_;
+    switch (w) {
+      case LayerMatrix::Q:
+        return s.q.data();
+      case LayerMatrix::K:
+        return ctx.k_cache_[static_cast<size_t>(il)].data() +
+               ctx.n_past_ * shape->n_head_kv * c.head_dim_k;
+      case LayerMatrix::V:
+        return ctx.v_cache_[static_cast<size_t>(il)].data() +
+               ctx.n_past_ * shape->n_head_kv * c.head_dim_v;
+      case LayerMatrix::Gate:
+        return s.gate.data();
+      case LayerMatrix::Up:
+        return s.up.data();
+      case LayerMatrix::O:
+      case LayerMatrix::Down:
+        break;
+    }
+    fail("engine: ", short_name(w), " is applied as a residual, not into a buffer");
+  }
+  float* linear(float* in, int32_t il, LayerMatrix w) {
+    float* out = out_of(il, w);
+    ctx.linear(il, w, in, n, out, false);
+    return out;
+  }
+  float* rope(float* x, int64_t n_heads) {
+    kernels::rope(x, n, n_heads, c.head_dim_k, ctx.s_->pos.data(), c.rope_base);
+    return x;
+  }
+  float* attention(int32_t il, float* q, float* /*k*/, float* /*v*/, const LayerShape& sh) {
+    float* out = ctx.s_->attn.data();
+    kernels::attention(q, ctx.k_cache_[static_cast<size_t>(il)].data(),
+                       ctx.v_cache_[static_cast<size_t>(il)].data(), out, n, ctx.n_past_,
+                       {sh.n_head, sh.n_head_kv, c.head_dim_k, c.head_dim_v}, ctx.pool_.get());
+    return out;
+  }
+  float* silu_mul(float* gate, float* up) {
+    kernels::silu_mul(gate, up, gate, n * shape->n_ff);
+    return gate;
+  }
+  float* residual(float* x, float* in, int32_t il, LayerMatrix w) {
+    ctx.linear(il, w, in, n, x, true);
+    return x;
+  }
+  bool head(float* x) {
+    ctx.n_past_ += n;
+    if (!logits_out) return false;
+    const int64_t d = c.n_embd;
+    float* xn = ctx.s_->xn.data();
+    const int64_t rows = all_logits ? n : 1;
+    kernels::rmsnorm(x + (n - rows) * d, m.output_norm, xn, rows, d, c.rms_eps);
+    kernels::matmul(m.output, xn, rows, logits_out, ctx.pool_.get());
+    return true;
+  }
+};
+
 void Context::eval_pass(const int32_t* tokens, int64_t n, bool all_logits, float* logits_out) {
-  const Model& m = *model_;
-  const ModelConfig& c = m.config();
-  const int64_t d = c.n_embd, dk = c.head_dim_k, dv = c.head_dim_v;
-  const auto nl = static_cast<int32_t>(c.n_layer());
-  Scratch& s = *s_;
-  float* x = s.x.data();
-  float* xn = s.xn.data();
   const Phase phase = (n == 1 && n_past_ > 0) ? Phase::Decode : Phase::Prefill;
-
-  const size_t emb_row = dtype_row_bytes(m.token_embd.type, d);
-  for (int64_t t = 0; t < n; ++t) {
-    const auto* row = static_cast<const uint8_t*>(m.token_embd.data) +
-                      static_cast<size_t>(tokens[t]) * emb_row;
-    kernels::dequantize_row(m.token_embd.type, row, x + t * d, d);
-    s.pos[static_cast<size_t>(t)] = static_cast<int32_t>(n_past_ + t);
-  }
-
-  for (int32_t il = 0; il < nl; ++il) {
-    if (hook_) hook_(LayerEvent{phase, il, nl, n_past_, n});
-    const LayerShape& sh = c.layers[static_cast<size_t>(il)];
-    const LayerWeights& w = m.layers[static_cast<size_t>(il)];
-    if (sh.has_attention()) {
-      const int64_t kvk = sh.n_head_kv * dk, kvv = sh.n_head_kv * dv;
-      float* kc = k_cache_[static_cast<size_t>(il)].data();
-      float* vc = v_cache_[static_cast<size_t>(il)].data();
-      kernels::rmsnorm(x, w.attn_norm.data(), xn, n, d, c.rms_eps);
-      linear(il, kQ, w.wq, xn, n, s.q.data(), false);
-      linear(il, kK, w.wk, xn, n, kc + n_past_ * kvk, false);
-      linear(il, kV, w.wv, xn, n, vc + n_past_ * kvv, false);
-      kernels::rope(s.q.data(), n, sh.n_head, dk, s.pos.data(), c.rope_base);
-      kernels::rope(kc + n_past_ * kvk, n, sh.n_head_kv, dk, s.pos.data(), c.rope_base);
-      kernels::attention(s.q.data(), kc, vc, s.attn.data(), n, n_past_,
-                         {sh.n_head, sh.n_head_kv, dk, dv}, pool_.get());
-      linear(il, kO, w.wo, s.attn.data(), n, x, true);
-    }
-    if (sh.has_ffn()) {
-      kernels::rmsnorm(x, w.ffn_norm.data(), xn, n, d, c.rms_eps);
-      linear(il, kGate, w.gate, xn, n, s.gate.data(), false);
-      linear(il, kUp, w.up, xn, n, s.up.data(), false);
-      kernels::silu_mul(s.gate.data(), s.up.data(), s.gate.data(), n * sh.n_ff);
-      linear(il, kDown, w.down, s.gate.data(), n, x, true);
-    }
-  }
-  if (hook_) hook_(LayerEvent{phase, nl, nl, n_past_, n});
-  n_past_ += n;
-
-  if (!logits_out) return;
-  if (all_logits) {
-    kernels::rmsnorm(x, m.output_norm.data(), xn, n, d, c.rms_eps);
-    kernels::matmul(m.output, xn, n, logits_out, pool_.get());
-  } else {
-    kernels::rmsnorm(x + (n - 1) * d, m.output_norm.data(), xn, 1, d, c.rms_eps);
-    kernels::matmul(m.output, xn, 1, logits_out, pool_.get());
-  }
+  Pass pass{*this, *model_, model_->config(), tokens, n, all_logits, logits_out, phase};
+  llama_forward(pass, model_->config());
 }
 
 }  // namespace cln

@@ -3,50 +3,52 @@
 #include <cstdio>
 
 #include "clone/core/error.h"
+#include "clone/core/hash.h"
+#include "clone/core/rng.h"
 #include "clone/engine/model.h"
 #include "clone/engine/model_writer.h"
+#include "clone/engine/schema.h"
 #include "clone/kernels/ops.h"
 
 namespace cln {
 
 namespace {
 
-// splitmix64: fast, seedable, and the same on every platform.
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+// ggml's general.file_type: 0 all F32, 1 mostly F16, 2 mostly Q4_0, 7 mostly Q8_0.
+uint32_t ggml_file_type(DType t) {
+  switch (t) {
+    case DType::F32:
+      return 0;
+    case DType::F16:
+      return 1;
+    case DType::Q4_0:
+      return 2;
+    case DType::Q8_0:
+      return 7;
   }
-  float uniform() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }  // [0,1)
-};
-
-uint64_t hash_name(const std::string& s, uint64_t seed) {
-  uint64_t h = 1469598103934665603ull ^ seed;
-  for (char ch : s) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
-  return h;
+  return 0;
 }
 
 void add_random(GgufWriter& w, const std::string& name, int64_t rows, int64_t cols, DType type,
                 float std, uint64_t seed) {
-  Rng rng{hash_name(name, seed)};  // per-tensor stream: adding a tensor never shifts others
+  Rng rng(name_seed(name, seed));  // per-tensor stream: adding a tensor never shifts others
   const float a = std * std::sqrt(3.0f);
   const size_t rb = dtype_row_bytes(type, cols);
   std::vector<uint8_t> data(rb * static_cast<size_t>(rows));
   std::vector<float> row(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
-    for (auto& v : row) v = (2.0f * rng.uniform() - 1.0f) * a;
+    for (auto& v : row) v = (2.0f * static_cast<float>(rng.uniform()) - 1.0f) * a;
     kernels::quantize_row(type, row.data(), data.data() + static_cast<size_t>(r) * rb, cols);
   }
   w.add_tensor(name, type, {cols, rows}, data.data(), data.size());
 }
 
 void add_norm(GgufWriter& w, const std::string& name, int64_t n, uint64_t seed) {
-  Rng rng{hash_name(name, seed)};
+  Rng rng(name_seed(name, seed));
   std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = 0.8f + 0.4f * rng.uniform();  // near 1, not exactly: scaling is exercised
+  for (auto& x : v)
+    x = 0.8f +
+        0.4f * static_cast<float>(rng.uniform());  // near 1, not exactly: scaling is exercised
   w.add_tensor(name, DType::F32, {n}, v.data(), v.size() * 4);
 }
 
@@ -117,9 +119,7 @@ void init_model(const ModelConfig& c, const RandomInit& init, const GgufFile* vo
                 const std::string& path) {
   GgufWriter w;
   write_config_metadata(c, w);
-  // ggml's general.file_type: 0 all F32, 1 mostly F16, 2 mostly Q4_0, 7 mostly Q8_0
-  const uint32_t ft = init.type == DType::F32 ? 0 : init.type == DType::F16 ? 1 : init.type == DType::Q4_0 ? 2 : 7;
-  w.set("general.file_type", GgufValue::u32(ft));
+  w.set("general.file_type", GgufValue::u32(ggml_file_type(init.type)));
   if (vocab_source) {
     int64_t n = 0;
     for (const auto& [k, v] : vocab_source->metadata())
@@ -133,27 +133,12 @@ void init_model(const ModelConfig& c, const RandomInit& init, const GgufFile* vo
   } else {
     synth_vocab(c.n_vocab, w);
   }
-  const float s = init.std;
-  const int64_t d = c.n_embd, dk = c.head_dim_k, dv = c.head_dim_v;
-  add_random(w, "token_embd.weight", c.n_vocab, d, init.type, s, init.seed);
-  for (int64_t i = 0; i < c.n_layer(); ++i) {
-    const LayerShape& l = c.layers[static_cast<size_t>(i)];
-    if (l.has_attention()) {
-      add_norm(w, layer_tensor_name(i, "attn_norm"), d, init.seed);
-      add_random(w, layer_tensor_name(i, "attn_q"), l.n_head * dk, d, init.type, s, init.seed);
-      add_random(w, layer_tensor_name(i, "attn_k"), l.n_head_kv * dk, d, init.type, s, init.seed);
-      add_random(w, layer_tensor_name(i, "attn_v"), l.n_head_kv * dv, d, init.type, s, init.seed);
-      add_random(w, layer_tensor_name(i, "attn_output"), d, l.n_head * dv, init.type, s, init.seed);
-    }
-    if (l.has_ffn()) {
-      add_norm(w, layer_tensor_name(i, "ffn_norm"), d, init.seed);
-      add_random(w, layer_tensor_name(i, "ffn_gate"), l.n_ff, d, init.type, s, init.seed);
-      add_random(w, layer_tensor_name(i, "ffn_up"), l.n_ff, d, init.type, s, init.seed);
-      add_random(w, layer_tensor_name(i, "ffn_down"), d, l.n_ff, init.type, s, init.seed);
-    }
+  for (const TensorSpec& t : model_tensors(c)) {
+    if (t.is_vector())
+      add_norm(w, t.name, t.cols, init.seed);
+    else
+      add_random(w, t.name, t.rows, t.cols, init.type, init.std, init.seed);
   }
-  add_norm(w, "output_norm.weight", d, init.seed);
-  if (!c.tied_output) add_random(w, "output.weight", c.n_vocab, d, init.type, s, init.seed);
   w.write(path);
 }
 
@@ -162,11 +147,14 @@ int quantize_model(const GgufFile& in, DType type, const std::string& path) {
   GgufWriter w;
   for (const auto& [k, v] : in.metadata())
     if (k != "general.alignment") w.set(k, v);
-  w.set("general.file_type",
-        GgufValue::u32(type == DType::F32 ? 0 : type == DType::F16 ? 1 : type == DType::Q4_0 ? 2 : 7));
+  w.set("general.file_type", GgufValue::u32(ggml_file_type(type)));
+  // The model's matrices (embedding, head and layer matrices; not the norms) as the schema
+  // lists them for the file's config.
+  const std::vector<TensorSpec> specs = model_tensors(ModelConfig::from_gguf(in));
   std::vector<float> row;
   for (const auto& t : in.tensors()) {
-    const bool matrix = t.ne.size() == 2 && t.name.ends_with(".weight");
+    const TensorSpec* spec = find_spec(specs, t.name);
+    const bool matrix = spec && !spec->is_vector();
     if (!matrix || t.type == type) {
       w.add_tensor(t.name, t.type, t.ne, in.tensor_data(t), t.nbytes);
       continue;
@@ -183,7 +171,8 @@ int quantize_model(const GgufFile& in, DType type, const std::string& path) {
     const size_t ib = dtype_row_bytes(t.type, cols), ob = dtype_row_bytes(to, cols);
     std::vector<uint8_t> out(ob * static_cast<size_t>(rows));
     for (int64_t r = 0; r < rows; ++r) {
-      kernels::dequantize_row(t.type, in.tensor_data(t) + static_cast<size_t>(r) * ib, row.data(), cols);
+      kernels::dequantize_row(t.type, in.tensor_data(t) + static_cast<size_t>(r) * ib, row.data(),
+                              cols);
       kernels::quantize_row(to, row.data(), out.data() + static_cast<size_t>(r) * ob, cols);
     }
     w.add_tensor(t.name, to, t.ne, out.data(), out.size());

@@ -23,12 +23,13 @@ int32_t Sampler::sample(std::span<const float> logits) {
   if (p_.temperature == 0.0f) return best;
 
   cand_.clear();
-  for (size_t i = 0; i < logits.size(); ++i)
-    cand_.emplace_back(logits[i], static_cast<int32_t>(i));
+  for (size_t i = 0; i < logits.size(); ++i) cand_.emplace_back(logits[i], static_cast<int32_t>(i));
   size_t k = cand_.size();
   if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < k) k = static_cast<size_t>(p_.top_k);
   std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(k), cand_.end(),
-                    [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+                    [](const auto& a, const auto& b) {
+                      return a.first > b.first || (a.first == b.first && a.second < b.second);
+                    });
   cand_.resize(k);
   // softmax with temperature over the top-k
   const float mx = cand_[0].first;
@@ -50,7 +51,7 @@ int32_t Sampler::sample(std::span<const float> logits) {
   cand_.resize(keep);
   double total = 0;
   for (const auto& c : cand_) total += c.first;
-  const double u = std::uniform_real_distribution<double>(0.0, total)(rng_);
+  const double u = rng_.uniform() * total;
   double run = 0;
   for (const auto& c : cand_) {
     run += c.first;

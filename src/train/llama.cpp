@@ -1,30 +1,18 @@
-// The trainable Llama: init, load from GGUF, forward through the autograd ops, and
-// writing the model and its LoRA adapters as GGUF.
+// The trainable Llama: init and load through the schema, the forward pass through the
+// engine's llama_forward with an autograd executor, LoRA adapters, and GGUF writing.
 #include "clone/train/llama.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "clone/core/error.h"
-#include "clone/engine/model.h"
+#include "clone/core/hash.h"
+#include "clone/core/rng.h"
+#include "clone/engine/forward.h"
+#include "clone/engine/lora.h"
 #include "clone/engine/model_writer.h"
 #include "clone/kernels/ops.h"
 
 namespace cln::train {
-
-uint64_t Rng::next() {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-double Rng::uniform() {
-  return static_cast<double>(next() >> 11) * 0x1.0p-53;
-}
-double Rng::normal() {
-  const double u1 = 1.0 - uniform(), u2 = uniform();
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-}
 
 ModelConfig llama_shape(int64_t n_vocab, int64_t n_embd, int64_t n_layer, int64_t n_head,
                         int64_t n_head_kv, int64_t n_ff, int64_t n_ctx) {
@@ -41,23 +29,18 @@ ModelConfig llama_shape(int64_t n_vocab, int64_t n_embd, int64_t n_layer, int64_
   return c;
 }
 
-std::string lora_module_tensor(const std::string& m) {
-  if (m == "q") return "attn_q";
-  if (m == "k") return "attn_k";
-  if (m == "v") return "attn_v";
-  if (m == "o") return "attn_output";
-  if (m == "gate") return "ffn_gate";
-  if (m == "up") return "ffn_up";
-  if (m == "down") return "ffn_down";
-  fail("unknown LoRA target module '", m, "' (use q, k, v, o, gate, up, down)");
+std::vector<TensorP> Adapter::params() const {
+  std::vector<TensorP> out;
+  for (const auto& layer : pairs)
+    for (const LoraTensors& p : layer)
+      if (p.a) {
+        out.push_back(p.a);
+        out.push_back(p.b);
+      }
+  return out;
 }
 
 namespace {
-uint64_t name_seed(const std::string& s, uint64_t seed) {
-  uint64_t h = 1469598103934665603ull ^ seed;
-  for (char ch : s) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
-  return h;
-}
 void fill_normal(Tensor& t, float std, uint64_t seed) {
   Rng rng(name_seed(t.name, seed));  // per-tensor stream: shapes of others do not matter
   for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = static_cast<float>(rng.normal() * std);
@@ -65,96 +48,91 @@ void fill_normal(Tensor& t, float std, uint64_t seed) {
 void fill(Tensor& t, float v) {
   for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = v;
 }
+TensorP spec_param(const TensorSpec& s) {
+  return s.is_vector() ? make_param(s.name, {s.cols}) : make_param(s.name, {s.rows, s.cols});
+}
+// F32 contents of a GGUF tensor into t (quantized types dequantized row by row).
+void load_into(const GgufFile& f, const GgufTensorInfo& info, Tensor& t) {
+  const int64_t cols = t.cols(), rows = t.rows();
+  const size_t rb = dtype_row_bytes(info.type, cols);
+  const uint8_t* src = f.tensor_data(info);
+  for (int64_t r = 0; r < rows; ++r)
+    kernels::dequantize_row(info.type, src + static_cast<size_t>(r) * rb, t.data() + r * cols,
+                            cols);
+}
 }  // namespace
 
-void LlamaModel::index_params() {
-  params_.clear();
-  params_.push_back(tok_embd_);
-  for (auto& l : layers_)
-    for (const TensorP& t : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.ffn_norm, l.gate, l.up, l.down})
-      params_.push_back(t);
-  params_.push_back(output_norm_);
-  params_.push_back(output_);
+void LlamaModel::bind(const std::vector<TensorSpec>& specs) {
+  layers_.assign(static_cast<size_t>(cfg_.n_layer()), Layer{});
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const TensorSpec& s = specs[i];
+    const TensorP& t = params_[i];
+    switch (s.role) {
+      case TensorRole::TokenEmbd:
+        tok_embd_ = t;
+        break;
+      case TensorRole::OutputNorm:
+        output_norm_ = t;
+        break;
+      case TensorRole::Output:
+        output_ = t;
+        break;
+      case TensorRole::Norm:
+        (s.norm == LayerNorm::Attn ? layers_[static_cast<size_t>(s.layer)].attn_norm
+                                   : layers_[static_cast<size_t>(s.layer)].ffn_norm) = t;
+        break;
+      case TensorRole::Matrix:
+        layers_[static_cast<size_t>(s.layer)].mat[static_cast<size_t>(index(s.matrix))] = t;
+        break;
+    }
+  }
+  if (cfg_.tied_output) output_ = tok_embd_;  // one tensor, gradients from both uses
 }
 
 LlamaModel LlamaModel::init(const ModelConfig& c, uint64_t seed) {
   c.validate();
-  if (!c.uniform()) fail("training supports uniform llama shapes only");
   LlamaModel m;
   m.cfg_ = c;
-  const int64_t d = c.n_embd, dk = c.head_dim_k, dv = c.head_dim_v;
+  m.cfg_.weight_type = DType::F32;
+  m.cfg_.embd_type = m.cfg_.output_type = DType::F32;
+  m.cfg_.type_overrides.clear();
   const float std = 0.02f;
   const float out_std = std / std::sqrt(2.0f * static_cast<float>(c.n_layer()));
-  m.tok_embd_ = make_param("token_embd.weight", {c.n_vocab, d});
-  fill_normal(*m.tok_embd_, std, seed);
-  for (int64_t i = 0; i < c.n_layer(); ++i) {
-    const LayerShape& s = c.layers[static_cast<size_t>(i)];
-    LlamaLayer l;
-    l.attn_norm = make_param(layer_tensor_name(i, "attn_norm"), {d});
-    l.wq = make_param(layer_tensor_name(i, "attn_q"), {s.n_head * dk, d});
-    l.wk = make_param(layer_tensor_name(i, "attn_k"), {s.n_head_kv * dk, d});
-    l.wv = make_param(layer_tensor_name(i, "attn_v"), {s.n_head_kv * dv, d});
-    l.wo = make_param(layer_tensor_name(i, "attn_output"), {d, s.n_head * dv});
-    l.ffn_norm = make_param(layer_tensor_name(i, "ffn_norm"), {d});
-    l.gate = make_param(layer_tensor_name(i, "ffn_gate"), {s.n_ff, d});
-    l.up = make_param(layer_tensor_name(i, "ffn_up"), {s.n_ff, d});
-    l.down = make_param(layer_tensor_name(i, "ffn_down"), {d, s.n_ff});
-    fill(*l.attn_norm, 1.0f);
-    fill(*l.ffn_norm, 1.0f);
-    for (const TensorP& t : {l.wq, l.wk, l.wv, l.gate, l.up}) fill_normal(*t, std, seed);
-    for (const TensorP& t : {l.wo, l.down}) fill_normal(*t, out_std, seed);
-    m.layers_.push_back(l);
+  const std::vector<TensorSpec> specs = model_tensors(m.cfg_);
+  for (const TensorSpec& s : specs) {
+    TensorP t = spec_param(s);
+    if (s.is_vector())
+      fill(*t, 1.0f);
+    else
+      fill_normal(*t,
+                  s.role == TensorRole::Matrix &&
+                          (s.matrix == LayerMatrix::O || s.matrix == LayerMatrix::Down)
+                      ? out_std
+                      : std,
+                  seed);
+    m.params_.push_back(std::move(t));
   }
-  m.output_norm_ = make_param("output_norm.weight", {d});
-  fill(*m.output_norm_, 1.0f);
-  m.output_ = make_param("output.weight", {c.n_vocab, d});
-  fill_normal(*m.output_, std, seed);
-  m.index_params();
+  m.bind(specs);
   return m;
 }
 
 LlamaModel LlamaModel::from_gguf(const GgufFile& f) {
   LlamaModel m;
   m.cfg_ = ModelConfig::from_gguf(f);
-  const ModelConfig& c = m.cfg_;
-  if (!c.uniform()) fail(f.path(), ": training supports uniform llama shapes only");
-  auto load = [&](const std::string& name, std::vector<int64_t> shape) {
-    TensorP t = make_param(name, shape);
-    const GgufTensorInfo* info = f.find_tensor(name);
-    if (!info) fail(f.path(), ": missing tensor '", name, "'");
-    if (info->n_elements() != t->numel())
-      fail(f.path(), ": tensor '", name, "' has ", info->n_elements(), " values, expected ",
-           t->numel());
-    const int64_t cols = shape.back(), rows = t->numel() / cols;
-    const size_t rb = dtype_row_bytes(info->type, cols);
-    const uint8_t* src = f.tensor_data(*info);
-    for (int64_t r = 0; r < rows; ++r)
-      kernels::dequantize_row(info->type, src + static_cast<size_t>(r) * rb, t->data() + r * cols,
-                              cols);
-    return t;
-  };
-  const int64_t d = c.n_embd, dk = c.head_dim_k, dv = c.head_dim_v;
-  m.tok_embd_ = load("token_embd.weight", {c.n_vocab, d});
-  for (int64_t i = 0; i < c.n_layer(); ++i) {
-    const LayerShape& s = c.layers[static_cast<size_t>(i)];
-    LlamaLayer l;
-    l.attn_norm = load(layer_tensor_name(i, "attn_norm"), {d});
-    l.wq = load(layer_tensor_name(i, "attn_q"), {s.n_head * dk, d});
-    l.wk = load(layer_tensor_name(i, "attn_k"), {s.n_head_kv * dk, d});
-    l.wv = load(layer_tensor_name(i, "attn_v"), {s.n_head_kv * dv, d});
-    l.wo = load(layer_tensor_name(i, "attn_output"), {d, s.n_head * dv});
-    l.ffn_norm = load(layer_tensor_name(i, "ffn_norm"), {d});
-    l.gate = load(layer_tensor_name(i, "ffn_gate"), {s.n_ff, d});
-    l.up = load(layer_tensor_name(i, "ffn_up"), {s.n_ff, d});
-    l.down = load(layer_tensor_name(i, "ffn_down"), {d, s.n_ff});
-    m.layers_.push_back(l);
+  m.cfg_.weight_type = DType::F32;  // trained and written as F32
+  m.cfg_.embd_type = m.cfg_.output_type = DType::F32;
+  m.cfg_.type_overrides.clear();
+  const std::vector<TensorSpec> specs = model_tensors(m.cfg_);
+  for (const TensorSpec& s : specs) {
+    const GgufTensorInfo* info = f.find_tensor(s.name);
+    if (!info) fail(f.path(), ": missing tensor '", s.name, "'");
+    if (info->ne != s.ne())
+      fail(f.path(), ": tensor '", s.name, "' does not have the shape its layer's config implies");
+    TensorP t = spec_param(s);
+    load_into(f, *info, *t);
+    m.params_.push_back(std::move(t));
   }
-  m.output_norm_ = load("output_norm.weight", {d});
-  m.output_ = f.find_tensor("output.weight") ? load("output.weight", {c.n_vocab, d})
-                                             : load("token_embd.weight", {c.n_vocab, d});
-  m.output_->name = "output.weight";
-  m.cfg_.tied_output = false;
-  m.index_params();
+  m.bind(specs);
   return m;
 }
 
@@ -171,47 +149,105 @@ void LlamaModel::set_trainable(bool on) {
   }
 }
 
-void LlamaModel::add_lora(int64_t rank, float alpha, const std::vector<std::string>& modules,
-                          uint64_t seed) {
+Adapter& LlamaModel::new_adapter(const std::string& name, int64_t rank, float alpha, float weight) {
   if (rank <= 0) fail("LoRA rank must be positive, got ", rank);
-  if (modules.empty()) fail("LoRA needs at least one target module");
-  lora_rank_ = rank;
-  lora_alpha_ = alpha;
-  for (int64_t i = 0; i < cfg_.n_layer(); ++i)
-    for (const std::string& mod : modules) {
-      const std::string base = layer_tensor_name(i, lora_module_tensor(mod).c_str());
-      const TensorP w = find(base);
-      const int64_t out = w->rows(), in = w->cols();
+  if (!std::isfinite(alpha) || !std::isfinite(weight)) fail("LoRA alpha and weight must be finite");
+  Adapter& a = adapters_.emplace_back();
+  a.name = name;
+  a.rank = rank;
+  a.alpha = alpha;
+  a.weight = weight;
+  a.pairs.resize(static_cast<size_t>(cfg_.n_layer()));
+  return a;
+}
+
+Adapter& LlamaModel::add_lora(const std::string& name, int64_t rank, float alpha,
+                              const std::vector<LayerMatrix>& targets, uint64_t seed,
+                              float weight) {
+  if (targets.empty()) fail("LoRA needs at least one target matrix");
+  Adapter& a = new_adapter(name, rank, alpha, weight);
+  for (int64_t il = 0; il < cfg_.n_layer(); ++il)
+    for (LayerMatrix w : targets) {
+      const MatrixShape ms = matrix_shape(cfg_, il, w);
+      if (ms.rows == 0) continue;  // the layer has no such half
+      const std::string base = layer_tensor_name(il, w);
       LoraTensors lt;
-      lt.a = make_param(base.substr(0, base.size() - 7) + ".weight.lora_a", {rank, in});
-      lt.b = make_param(base.substr(0, base.size() - 7) + ".weight.lora_b", {out, rank});
+      lt.a = make_param(base + ".lora_a", {rank, ms.cols});
+      lt.b = make_param(base + ".lora_b", {ms.rows, rank});
       Rng rng(name_seed(lt.a->name, seed));
-      const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+      const double bound = 1.0 / std::sqrt(static_cast<double>(ms.cols));
       for (int64_t j = 0; j < lt.a->numel(); ++j)
         lt.a->data()[j] = static_cast<float>((2.0 * rng.uniform() - 1.0) * bound);
-      lora_[base] = lt;
+      a.pairs[static_cast<size_t>(il)][static_cast<size_t>(index(w))] = lt;
     }
+  if (a.params().empty()) fail("LoRA: no layer of the model has any of the target matrices");
+  return a;
 }
 
-std::vector<TensorP> LlamaModel::lora_params() const {
-  std::vector<TensorP> out;
-  for (const TensorP& p : params_) {
-    auto it = lora_.find(p->name);
-    if (it == lora_.end()) continue;
-    out.push_back(it->second.a);
-    out.push_back(it->second.b);
+Adapter& LlamaModel::load_lora(const GgufFile& f, float weight) {
+  // The engine's loader checks the file against the model (types, shapes, ranks).
+  const auto view = engine_view();
+  const auto ad = LoraAdapter::load(f.path(), *view);
+  Adapter& a = new_adapter(ad->name(), ad->rank(), ad->alpha(), weight);
+  for (const auto& [base, pair] : ad->pairs()) {
+    const auto lm = parse_layer_tensor_name(base);
+    LoraTensors lt;
+    lt.a = make_param(base + ".lora_a", {pair.a.rows, pair.a.cols});
+    lt.b = make_param(base + ".lora_b", {pair.b.rows, pair.b.cols});
+    for (const auto& [t, m] : {std::pair{lt.a, &pair.a}, std::pair{lt.b, &pair.b}}) {
+      const size_t rb = dtype_row_bytes(m->type, m->cols);
+      for (int64_t r = 0; r < m->rows; ++r)
+        kernels::dequantize_row(m->type, static_cast<const uint8_t*>(m->data) + r * rb,
+                                t->data() + r * m->cols, m->cols);
+    }
+    a.pairs[static_cast<size_t>(lm->first)][static_cast<size_t>(index(lm->second))] = lt;
   }
-  return out;
+  return a;
 }
 
-TensorP LlamaModel::proj(Graph& g, const TensorP& x, const TensorP& w) const {
-  TensorP y = op::linear(g, x, w);
-  auto it = lora_.find(w->name);
-  if (it == lora_.end()) return y;
-  const float s = lora_alpha_ / static_cast<float>(lora_rank_);
-  TensorP ax = op::linear(g, x, it->second.a);
-  return op::add(g, y, op::scale(g, op::linear(g, ax, it->second.b), s));
-}
+// The autograd executor of llama_forward (engine/forward.h).
+struct LlamaModel::Exec {
+  const LlamaModel& m;
+  Graph& g;
+  const std::vector<int32_t>& tokens;
+  std::vector<int32_t> pos;
+  int64_t n_seq, seq_len;
+
+  using Value = TensorP;
+
+  TensorP embed() { return op::embedding(g, m.tok_embd_, tokens); }
+  void boundary(int32_t) {}
+  TensorP rmsnorm(const TensorP& x, int32_t il, LayerNorm n) {
+    const Layer& l = m.layers_[static_cast<size_t>(il)];
+    return op::rmsnorm(g, x, n == LayerNorm::Attn ? l.attn_norm : l.ffn_norm, m.cfg_.rms_eps);
+  }
+  TensorP linear(const TensorP& x, int32_t il, LayerMatrix w) {
+    const auto k = static_cast<size_t>(index(w));
+    TensorP y = op::linear(g, x, m.layers_[static_cast<size_t>(il)].mat[k]);
+    for (const Adapter& a : m.adapters_) {
+      const LoraTensors& p = a.pairs[static_cast<size_t>(il)][k];
+      if (!p.a || a.weight == 0.0f) continue;
+      y = op::add(g, y,
+                  op::scale(g, op::linear(g, op::linear(g, x, p.a), p.b), a.weight * a.scale()));
+    }
+    return y;
+  }
+  TensorP rope(const TensorP& x, int64_t n_heads) {
+    return op::rope(g, x, n_heads, m.cfg_.head_dim_k, pos, m.cfg_.rope_base);
+  }
+  TensorP attention(int32_t, const TensorP& q, const TensorP& k, const TensorP& v,
+                    const LayerShape& s) {
+    return op::attention(g, q, k, v, n_seq, seq_len,
+                         {s.n_head, s.n_head_kv, m.cfg_.head_dim_k, m.cfg_.head_dim_v});
+  }
+  TensorP silu_mul(const TensorP& gate, const TensorP& up) { return op::silu_mul(g, gate, up); }
+  TensorP residual(const TensorP& x, const TensorP& in, int32_t il, LayerMatrix w) {
+    return op::add(g, x, linear(in, il, w));
+  }
+  TensorP head(const TensorP& x) {
+    return op::linear(g, op::rmsnorm(g, x, m.output_norm_, m.cfg_.rms_eps), m.output_);
+  }
+};
 
 TensorP LlamaModel::forward(Graph& g, const std::vector<int32_t>& tokens, int64_t n_seq,
                             int64_t seq_len) const {
@@ -220,26 +256,16 @@ TensorP LlamaModel::forward(Graph& g, const std::vector<int32_t>& tokens, int64_
     fail("forward: ", tokens.size(), " tokens for ", n_seq, " sequences of ", seq_len);
   if (seq_len > cfg_.n_ctx_train)
     fail("forward: sequence length ", seq_len, " exceeds the context of ", cfg_.n_ctx_train);
-  std::vector<int32_t> pos(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(i % seq_len);
-  const float eps = cfg_.rms_eps, base = cfg_.rope_base;
-  TensorP x = op::embedding(g, tok_embd_, tokens);
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    const LlamaLayer& l = layers_[i];
-    const LayerShape& s = cfg_.layers[i];
-    const kernels::AttentionShape as{s.n_head, s.n_head_kv, cfg_.head_dim_k, cfg_.head_dim_v};
-    TensorP h = op::rmsnorm(g, x, l.attn_norm, eps);
-    TensorP q = op::rope(g, proj(g, h, l.wq), s.n_head, cfg_.head_dim_k, pos, base);
-    TensorP k = op::rope(g, proj(g, h, l.wk), s.n_head_kv, cfg_.head_dim_k, pos, base);
-    TensorP v = proj(g, h, l.wv);
-    TensorP a = op::attention(g, q, k, v, n_seq, seq_len, as);
-    x = op::add(g, x, proj(g, a, l.wo));
-    h = op::rmsnorm(g, x, l.ffn_norm, eps);
-    TensorP f = op::silu_mul(g, proj(g, h, l.gate), proj(g, h, l.up));
-    x = op::add(g, x, proj(g, f, l.down));
-  }
-  x = op::rmsnorm(g, x, output_norm_, eps);
-  return op::linear(g, x, output_);
+  Exec e{*this, g, tokens, std::vector<int32_t>(static_cast<size_t>(n)), n_seq, seq_len};
+  for (int64_t i = 0; i < n; ++i) e.pos[static_cast<size_t>(i)] = static_cast<int32_t>(i % seq_len);
+  return llama_forward(e, cfg_);
+}
+
+std::shared_ptr<const Model> LlamaModel::engine_view() const {
+  return Model::view_f32(cfg_, [this](const TensorSpec& s) -> const float* {
+    const TensorP t = find(s.name);
+    return t ? t->data() : nullptr;
+  });
 }
 
 namespace {
@@ -256,22 +282,30 @@ void LlamaModel::write_gguf(const std::string& path, const Vocab& vocab,
          cfg_.n_vocab);
   GgufWriter w;
   write_config_metadata(cfg_, w);
+  w.set("general.file_type", GgufValue::u32(0));  // all F32
   for (const auto& [k, v] : extra) w.set(k, GgufValue::str(v));
   Tokenizer(vocab).to_gguf(w);
   for (const TensorP& t : params_) add_f32(w, *t);
   w.write(path);
 }
 
-void LlamaModel::write_lora_gguf(const std::string& path, const std::string& name) const {
-  if (lora_.empty()) fail("the model has no LoRA adapters to write");
-  GgufWriter w;
-  w.set("general.architecture", GgufValue::str("llama"));
-  w.set("general.type", GgufValue::str("adapter"));
-  w.set("general.name", GgufValue::str(name));
-  w.set("adapter.type", GgufValue::str("lora"));
-  w.set("adapter.lora.alpha", GgufValue::f32(lora_alpha_));
-  for (const TensorP& t : lora_params()) add_f32(w, *t);
-  w.write(path);
+void LlamaModel::write_lora_gguf(const std::string& path, const Adapter& a) const {
+  std::vector<LoraTensorData> tensors;
+  for (int64_t il = 0; il < cfg_.n_layer(); ++il)
+    for (LayerMatrix w : kAllLayerMatrices) {
+      const LoraTensors& p = a.pairs[static_cast<size_t>(il)][static_cast<size_t>(index(w))];
+      if (!p.a) continue;
+      LoraTensorData t;
+      t.base = layer_tensor_name(il, w);
+      t.rank = a.rank;
+      t.out = p.b->rows();
+      t.in = p.a->cols();
+      t.a.assign(p.a->data(), p.a->data() + p.a->numel());
+      t.b.assign(p.b->data(), p.b->data() + p.b->numel());
+      tensors.push_back(std::move(t));
+    }
+  if (tensors.empty()) fail("adapter '", a.name, "' has no tensors to write");
+  write_lora_adapter(path, a.name, a.alpha, tensors, cfg_.uniform() ? "llama" : "deci");
 }
 
 }  // namespace cln::train

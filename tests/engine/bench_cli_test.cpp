@@ -1,5 +1,7 @@
-// `clone bench` end to end on a tiny model: every column is filled, and the decode share
-// of the bandwidth is the median of runs that each lie between their own min and max.
+// `clone bench` end to end on a tiny model: the decode share of the bandwidth is the median
+// of runs that each lie between their own min and max, and the FLOP and byte rates are
+// the measured token rates times counts made here from the file's tensors (prefill: logits
+// for the last prompt token only).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -8,6 +10,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "clone/gguf/gguf.h"
 
 namespace {
 namespace fs = std::filesystem;
@@ -37,6 +41,26 @@ TEST(BenchCli, ReportsMediansAgainstTheBandwidthMeasuredBeside) {
   EXPECT_LE(r["pct_bw_min"].get<double>(), r["decode_pct_bw"].get<double>());
   EXPECT_GE(r["pct_bw_max"].get<double>(), r["decode_pct_bw"].get<double>());
   EXPECT_EQ(r["overhead_pct"].get<double>(), -1.0);  // --no-overhead
+
+  // Counts from the file: 2 FLOPs per layer-matrix weight per prompt token, causal attention
+  // over 16 tokens (2 layers x 4 heads x 2 x (16 + 16) per pair, 16*17/2 pairs), the head
+  // once; decode reads every tensor but all embedding rows except one.
+  const auto gguf = cln::GgufFile::open(model);
+  double layer_params = 0, head = 0, bytes = 0;
+  for (const auto& t : gguf->tensors()) {
+    bytes += static_cast<double>(t.nbytes);
+    if (t.name.rfind("blk.", 0) == 0 && t.ne.size() == 2)
+      layer_params += static_cast<double>(t.n_elements());
+    if (t.name == "output.weight") head = static_cast<double>(t.n_elements());
+    if (t.name == "token_embd.weight") bytes -= static_cast<double>(t.nbytes) * (299.0 / 300.0);
+  }
+  const double flops_per_token =
+      2 * layer_params + (2 * 4 * 2 * 32.0 * (16 * 17 / 2.0)) / 16 + 2 * head / 16;
+  EXPECT_NEAR(r["prefill_gflops"].get<double>(),
+              r["prefill_tok_s"].get<double>() * flops_per_token / 1e9,
+              1e-6 * r["prefill_gflops"].get<double>());
+  EXPECT_NEAR(r["decode_gbs"].get<double>(), r["decode_tok_s"].get<double>() * bytes / 1e9,
+              1e-6 * r["decode_gbs"].get<double>());
   fs::remove_all(dir);
 }
 

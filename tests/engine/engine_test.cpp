@@ -29,7 +29,8 @@ std::shared_ptr<const Model> per_layer_model(DType t = DType::F32) {
 
 double max_abs_diff(std::span<const float> a, std::span<const float> b) {
   double d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, static_cast<double>(std::fabs(a[i] - b[i])));
+  for (size_t i = 0; i < a.size(); ++i)
+    d = std::max(d, static_cast<double>(std::fabs(a[i] - b[i])));
   return d;
 }
 
@@ -54,7 +55,10 @@ TEST(Engine, DecodeMatchesPrefill) {
   std::vector<float> full(all.begin(), all.end());
   for (size_t t = 0; t < kToks.size(); ++t) {
     auto l = b.eval(std::span<const int32_t>(&kToks[t], 1));
-    EXPECT_LT(max_abs_diff(l, std::span<const float>(full.data() + t * static_cast<size_t>(nv), static_cast<size_t>(nv))), 2e-5) << t;
+    EXPECT_LT(max_abs_diff(l, std::span<const float>(full.data() + t * static_cast<size_t>(nv),
+                                                     static_cast<size_t>(nv))),
+              2e-5)
+        << t;
   }
   // A prompt longer than one batch runs as several passes with the same result.
   Context c(m, {32, 2, 3});
@@ -89,8 +93,10 @@ TEST(Engine, HookSeesEveryLayerBoundary) {
 TEST(Engine, LoraOnTheFlyEqualsMergedModel) {
   auto m = per_layer_model();
   const ModelConfig& c = m->config();
-  const std::string p1 = test::random_adapter(c, {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}, 8, 16.0f, 5, "eng_l1.gguf");
-  const std::string p2 = test::random_adapter(c, {"attn_v", "ffn_down"}, 4, 4.0f, 6, "eng_l2.gguf");
+  const std::string p1 = test::random_adapter(
+      c, {kAllLayerMatrices.begin(), kAllLayerMatrices.end()}, 8, 16.0f, 5, "eng_l1.gguf");
+  const std::string p2 =
+      test::random_adapter(c, {LayerMatrix::V, LayerMatrix::Down}, 4, 4.0f, 6, "eng_l2.gguf");
   auto l1 = LoraAdapter::load(p1, *m), l2 = LoraAdapter::load(p2, *m);
   EXPECT_EQ(l1->rank(), 8);
   EXPECT_FLOAT_EQ(l1->scale(), 2.0f);
@@ -140,8 +146,13 @@ TEST(Engine, QuantizedModelsMatchTheirDequantizedWeights) {
     EXPECT_EQ(quantize_model(m->gguf(), t, p), t == DType::F16 ? 0 : 1);
     auto q = Model::load(p);
     EXPECT_EQ(q->config().weight_type, t);
-    EXPECT_EQ(q->layers[3].wo.type, DType::F16);
-    EXPECT_EQ(q->layers[0].wq.type, t);
+    EXPECT_EQ(q->layers[3][LayerMatrix::O].type, DType::F16);
+    EXPECT_EQ(q->layers[0][LayerMatrix::Q].type, t);
+    // The config records the matrix that fell back (the accounting counts its bytes so).
+    if (t != DType::F16)
+      EXPECT_EQ(q->config().type_overrides.at("blk.3.attn_output.weight"), DType::F16);
+    else
+      EXPECT_TRUE(q->config().type_overrides.empty());
     quantize_model(q->gguf(), DType::F32, back);
     Context cq(q, {32, 2, 512}), cb(Model::load(back), {32, 2, 512});
     std::vector<float> ref;
@@ -174,7 +185,8 @@ TEST(Engine, InitModelIsDeterministic) {
   auto fa = GgufFile::open(a), fb = GgufFile::open(b);
   ASSERT_EQ(fa->file_size(), fb->file_size());
   for (const auto& t : fa->tensors())
-    EXPECT_EQ(0, std::memcmp(fa->tensor_data(t), fb->tensor_data(*fb->find_tensor(t.name)), t.nbytes));
+    EXPECT_EQ(0,
+              std::memcmp(fa->tensor_data(t), fb->tensor_data(*fb->find_tensor(t.name)), t.nbytes));
 }
 
 TEST(Engine, UniformModelsAreWrittenAsLlamaAndPerLayerAsDeci) {
@@ -193,7 +205,8 @@ TEST(Engine, BadInputsFailClearly) {
   auto m = per_layer_model();
   Context ctx(m, {16, 1, 512});
   std::vector<int32_t> long_prompt(17, 5);
-  EXPECT_NE(error_of([&] { ctx.eval(long_prompt); }).find("exceed the context of 16"), std::string::npos);
+  EXPECT_NE(error_of([&] { ctx.eval(long_prompt); }).find("exceed the context of 16"),
+            std::string::npos);
   const int32_t bad[1] = {300};
   EXPECT_NE(error_of([&] { ctx.eval(bad); }).find("outside the vocabulary"), std::string::npos);
   EXPECT_NE(error_of([&] { ctx.eval({}); }).find("no tokens"), std::string::npos);
@@ -201,25 +214,33 @@ TEST(Engine, BadInputsFailClearly) {
   // An adapter made for another shape does not load against this model.
   ModelConfig other = test::per_layer_config();
   other.n_embd = 32;
-  const std::string wrong = test::random_adapter(other, {"attn_q"}, 4, 8.0f, 9, "eng_wrong.gguf");
-  EXPECT_NE(error_of([&] { LoraAdapter::load(wrong, *m); }).find("does not match"), std::string::npos);
+  const std::string wrong =
+      test::random_adapter(other, {LayerMatrix::Q}, 4, 8.0f, 9, "eng_wrong.gguf");
+  EXPECT_NE(error_of([&] { LoraAdapter::load(wrong, *m); }).find("does not match"),
+            std::string::npos);
   // A model file is not an adapter and vice versa.
-  EXPECT_NE(error_of([&] { LoraAdapter::load(test::tmp_path("engine_f32.gguf"), *m); }).find("not a LoRA"), std::string::npos);
+  EXPECT_NE(error_of([&] {
+              LoraAdapter::load(test::tmp_path("engine_f32.gguf"), *m);
+            }).find("not a LoRA"),
+            std::string::npos);
   EXPECT_NE(error_of([&] { Model::load(wrong); }).find("not a model"), std::string::npos);
 
   // Metadata and tensors that disagree.
   GgufWriter w;
   for (const auto& [k, v] : m->gguf().metadata()) w.set(k, v);
   for (const auto& t : m->gguf().tensors())
-    if (t.name != "blk.1.ffn_up.weight") w.add_tensor(t.name, t.type, t.ne, m->gguf().tensor_data(t), t.nbytes);
+    if (t.name != "blk.1.ffn_up.weight")
+      w.add_tensor(t.name, t.type, t.ne, m->gguf().tensor_data(t), t.nbytes);
   const std::string missing = test::tmp_path("eng_missing.gguf");
   w.write(missing);
-  EXPECT_NE(error_of([&] { Model::load(missing); }).find("missing tensor 'blk.1.ffn_up.weight'"), std::string::npos);
+  EXPECT_NE(error_of([&] { Model::load(missing); }).find("missing tensor 'blk.1.ffn_up.weight'"),
+            std::string::npos);
 
   GgufWriter w2;
   for (const auto& [k, v] : m->gguf().metadata()) w2.set(k, v);
   w2.set("deci.attention.head_count_kv", GgufValue::arr_i32({3, 1, 0, 1, 4}));
-  for (const auto& t : m->gguf().tensors()) w2.add_tensor(t.name, t.type, t.ne, m->gguf().tensor_data(t), t.nbytes);
+  for (const auto& t : m->gguf().tensors())
+    w2.add_tensor(t.name, t.type, t.ne, m->gguf().tensor_data(t), t.nbytes);
   w2.write(missing);
   EXPECT_NE(error_of([&] { Model::load(missing); }).find("not a multiple"), std::string::npos);
 

@@ -4,17 +4,20 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "clone/core/rng.h"
 #include "clone/engine/lora.h"
 #include "clone/engine/model_writer.h"
+#include "clone/engine/schema.h"
 
 namespace cln::test {
 
 inline std::string tmp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("clone_test_" + std::to_string(::getpid()) + "_" + name)).string();
+  return (std::filesystem::temp_directory_path() /
+          ("clone_test_" + std::to_string(::getpid()) + "_" + name))
+      .string();
 }
 
 // A deci model with GQA, a zero-head layer and a zero-FFN layer.
@@ -31,30 +34,21 @@ inline ModelConfig per_layer_config() {
 }
 
 // A random LoRA adapter of rank r on the given targets of every layer that has them.
-inline std::string random_adapter(const ModelConfig& c, const std::vector<std::string>& targets, int64_t r,
-                                  float alpha, uint32_t seed, const std::string& name) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 0.1f);
+inline std::string random_adapter(const ModelConfig& c, const std::vector<LayerMatrix>& targets,
+                                  int64_t r, float alpha, uint64_t seed, const std::string& name) {
+  Rng rng(seed);
   std::vector<LoraTensorData> ts;
-  for (int64_t il = 0; il < c.n_layer(); ++il) {
-    const LayerShape& l = c.layers[static_cast<size_t>(il)];
-    for (const auto& t : targets) {
-      int64_t out = 0, in = c.n_embd;
-      if (t == "attn_q" && l.n_head) out = l.n_head * c.head_dim_k;
-      if (t == "attn_k" && l.n_head) out = l.n_head_kv * c.head_dim_k;
-      if (t == "attn_v" && l.n_head) out = l.n_head_kv * c.head_dim_v;
-      if (t == "attn_output" && l.n_head) out = c.n_embd, in = l.n_head * c.head_dim_v;
-      if ((t == "ffn_gate" || t == "ffn_up") && l.n_ff) out = l.n_ff;
-      if (t == "ffn_down" && l.n_ff) out = c.n_embd, in = l.n_ff;
-      if (!out) continue;
-      LoraTensorData d{"blk." + std::to_string(il) + "." + t + ".weight", out, in, r, {}, {}};
-      d.a.resize(static_cast<size_t>(r * in));
-      d.b.resize(static_cast<size_t>(out * r));
-      for (auto& v : d.a) v = nd(rng);
-      for (auto& v : d.b) v = nd(rng);
+  for (int64_t il = 0; il < c.n_layer(); ++il)
+    for (LayerMatrix t : targets) {
+      const MatrixShape ms = matrix_shape(c, il, t);
+      if (ms.rows == 0) continue;
+      LoraTensorData d{layer_tensor_name(il, t), ms.rows, ms.cols, r, {}, {}};
+      d.a.resize(static_cast<size_t>(r * ms.cols));
+      d.b.resize(static_cast<size_t>(ms.rows * r));
+      for (auto& v : d.a) v = static_cast<float>(0.1 * rng.normal());
+      for (auto& v : d.b) v = static_cast<float>(0.1 * rng.normal());
       ts.push_back(std::move(d));
     }
-  }
   const std::string p = tmp_path(name);
   write_lora_adapter(p, name, alpha, ts, "deci");
   return p;

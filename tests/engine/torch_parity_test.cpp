@@ -17,8 +17,11 @@ TEST(TorchParity, LogitsMatchPyTorchWithin1e4) {
   ModelConfig c = test::per_layer_config();
   const std::string model = test::tmp_path("parity.gguf");
   init_model(c, {42, DType::F32, 0.08f}, nullptr, model);
-  const std::string a1 = test::random_adapter(c, {"attn_q", "attn_v", "ffn_up", "ffn_down"}, 4, 8.0f, 1, "lora_a.gguf");
-  const std::string a2 = test::random_adapter(c, {"attn_k", "attn_output", "ffn_gate"}, 8, 16.0f, 2, "lora_b.gguf");
+  const std::string a1 =
+      test::random_adapter(c, {LayerMatrix::Q, LayerMatrix::V, LayerMatrix::Up, LayerMatrix::Down},
+                           4, 8.0f, 1, "lora_a.gguf");
+  const std::string a2 = test::random_adapter(
+      c, {LayerMatrix::K, LayerMatrix::O, LayerMatrix::Gate}, 8, 16.0f, 2, "lora_b.gguf");
 
   std::vector<int32_t> toks = {1, 17, 250, 3, 99, 42, 7, 128, 5, 260, 11, 64};
   auto m = Model::load(model);
@@ -33,13 +36,15 @@ TEST(TorchParity, LogitsMatchPyTorchWithin1e4) {
     engine.insert(engine.end(), l.begin(), l.end());
   }
 
-  const std::string tok_file = test::tmp_path("parity_tokens.txt"), out = test::tmp_path("parity_logits.bin");
+  const std::string tok_file = test::tmp_path("parity_tokens.txt"),
+                    out = test::tmp_path("parity_logits.bin");
   {
     std::ofstream f(tok_file);
     for (int32_t t : toks) f << t << " ";
   }
-  const std::string cmd = std::string(CLONE_PYTHON) + " " + CLONE_SOURCE_DIR + "/tests/engine/torch_reference.py " +
-                          model + " " + tok_file + " " + out + " " + a1 + ":0.7 " + a2 + ":0.3";
+  const std::string cmd = std::string(CLONE_PYTHON) + " " + CLONE_SOURCE_DIR +
+                          "/tests/engine/torch_reference.py " + model + " " + tok_file + " " + out +
+                          " " + a1 + ":0.7 " + a2 + ":0.3";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::ifstream in(out, std::ios::binary);
   std::vector<double> ref(toks.size() * static_cast<size_t>(nv));
@@ -51,7 +56,8 @@ TEST(TorchParity, LogitsMatchPyTorchWithin1e4) {
     max_diff = std::max(max_diff, std::fabs(engine[i] - ref[i]));
     max_ref = std::max(max_ref, std::fabs(ref[i]));
   }
-  std::printf("max |engine - torch| = %.3g over %zu logits (max |logit| %.3g)\n", max_diff, ref.size(), max_ref);
+  std::printf("max |engine - torch| = %.3g over %zu logits (max |logit| %.3g)\n", max_diff,
+              ref.size(), max_ref);
   EXPECT_LT(max_diff, 1e-4);
   EXPECT_GT(max_ref, 0.1);  // the model is not trivially zero
 }

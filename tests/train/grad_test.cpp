@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 
+#include "clone/core/rng.h"
 #include "clone/kernels/thread_pool.h"
 #include "clone/train/autograd.h"
 #include "clone/train/llama.h"
@@ -156,14 +157,15 @@ TEST(Grad, TinyLlamaEndToEnd) {
 TEST(Grad, LoraOnFrozenBase) {
   const ModelConfig c = llama_shape(13, 8, 2, 2, 1, 12, 16);
   LlamaModel m = LlamaModel::init(c, 5);
-  m.add_lora(2, 4.0f, {"q", "v", "down"}, 3);
+  const Adapter& a =
+      m.add_lora("t", 2, 4.0f, {LayerMatrix::Q, LayerMatrix::V, LayerMatrix::Down}, 3);
   m.set_trainable(false);
-  for (const TensorP& p : m.lora_params()) {
+  for (const TensorP& p : a.params()) {
     Rng r(std::hash<std::string>{}(p->name));
     for (int64_t i = 0; i < p->numel(); ++i) p->data()[i] += static_cast<float>(r.normal() * 0.3);
   }
   std::vector<int32_t> tok = {1, 5, 7, 2, 12, 0}, tgt = {5, 7, 2, 12, 0, 3};
-  check_grad(m.lora_params(),
+  check_grad(a.params(),
              [&](Graph& g) { return op::cross_entropy(g, m.forward(g, tok, 1, 6), tgt); });
   for (const TensorP& p : m.params()) EXPECT_FALSE(p->has_grad()) << p->name << " is frozen";
 }

@@ -1,11 +1,9 @@
 #!/usr/bin/python3
-"""An independent PyTorch Llama (adjacent-pair RoPE, GQA, SwiGLU, RMSNorm, untied head),
-used two ways:
+"""An independent PyTorch Llama (adjacent-pair RoPE, GQA, SwiGLU, RMSNorm; per-layer
+head counts and FFN widths, layers without attention or FFN; LoRA adapters), used two ways:
 
-  torch_llama.py parity IN OUT   IN: one JSON header line (config, tensor names and
-                                 shapes, batch), then the float32 tensors in that order,
-                                 then int32 tokens and int32 targets. Writes to OUT the
-                                 loss (float64) and every gradient (float32), same order.
+  torch_llama.py parity IN OUT   one training step: the loss, every gradient, and every
+                                 tensor after one torch.optim.AdamW step (see parity()).
   torch_llama.py bench [--threads N] [--n-embd D] ...   training throughput (tokens/s)
                                  of the same model and batch clone's `train bench` runs.
 """
@@ -36,32 +34,50 @@ def rmsnorm(x, w, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
-def forward(p, cfg, tokens, n_seq, seq_len):
-    d, H, Hkv, hd = cfg["n_embd"], cfg["n_head"], cfg["n_head_kv"], cfg["head_dim"]
-    eps, base = cfg["eps"], cfg["rope_base"]
+def forward(p, cfg, tokens, n_seq, seq_len, adapters=()):
+    """cfg: n_embd, head_dim, eps, rope_base, layers = [[n_head, n_head_kv, n_ff], ...] (a
+    layer with 0 heads has no attention, one with n_ff 0 no FFN), tied (head = embedding).
+    adapters: [(weight * alpha / rank, {"<tensor>.lora_a": A [r, in], ".lora_b": B [out, r]})]."""
+    hd, eps, base = cfg["head_dim"], cfg["eps"], cfg["rope_base"]
     n = n_seq * seq_len
     pos = torch.arange(seq_len).repeat(n_seq)
     x = p["token_embd.weight"][tokens]
     mask = torch.full((seq_len, seq_len), float("-inf")).triu(1)
-    for l in range(cfg["n_layer"]):
-        g = lambda name: p[f"blk.{l}.{name}.weight"]
-        h = rmsnorm(x, g("attn_norm"), eps)
-        q = rope(h @ g("attn_q").T, H, hd, pos, base)
-        k = rope(h @ g("attn_k").T, Hkv, hd, pos, base)
-        v = h @ g("attn_v").T
-        q = q.view(n_seq, seq_len, H, hd).transpose(1, 2)
-        k = k.view(n_seq, seq_len, Hkv, hd).transpose(1, 2).repeat_interleave(H // Hkv, dim=1)
-        v = v.view(n_seq, seq_len, Hkv, hd).transpose(1, 2).repeat_interleave(H // Hkv, dim=1)
-        att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(hd) + mask, dim=-1)
-        a = (att @ v).transpose(1, 2).reshape(n, H * hd)
-        x = x + a @ g("attn_output").T
-        h = rmsnorm(x, g("ffn_norm"), eps)
-        x = x + (torch.nn.functional.silu(h @ g("ffn_gate").T) * (h @ g("ffn_up").T)) @ g("ffn_down").T
+
+    def lin(name, h):
+        y = h @ p[name].T
+        for s, t in adapters:
+            if name + ".lora_a" in t:
+                y = y + s * ((h @ t[name + ".lora_a"].T) @ t[name + ".lora_b"].T)
+        return y
+
+    for l, (H, Hkv, ff) in enumerate(cfg["layers"]):
+        b = f"blk.{l}."
+        if H > 0:
+            h = rmsnorm(x, p[b + "attn_norm.weight"], eps)
+            q = rope(lin(b + "attn_q.weight", h), H, hd, pos, base)
+            k = rope(lin(b + "attn_k.weight", h), Hkv, hd, pos, base)
+            v = lin(b + "attn_v.weight", h)
+            q = q.view(n_seq, seq_len, H, hd).transpose(1, 2)
+            k = k.view(n_seq, seq_len, Hkv, hd).transpose(1, 2).repeat_interleave(H // Hkv, dim=1)
+            v = v.view(n_seq, seq_len, Hkv, hd).transpose(1, 2).repeat_interleave(H // Hkv, dim=1)
+            att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(hd) + mask, dim=-1)
+            a = (att @ v).transpose(1, 2).reshape(n, H * hd)
+            x = x + lin(b + "attn_output.weight", a)
+        if ff > 0:
+            h = rmsnorm(x, p[b + "ffn_norm.weight"], eps)
+            x = x + lin(b + "ffn_down.weight",
+                        torch.nn.functional.silu(lin(b + "ffn_gate.weight", h)) * lin(b + "ffn_up.weight", h))
     x = rmsnorm(x, p["output_norm.weight"], eps)
-    return x @ p["output.weight"].T
+    head = p["token_embd.weight"] if cfg.get("tied") else p["output.weight"]
+    return x @ head.T
 
 
 def parity(inp, out):
+    """IN: a JSON header line (config, tensors [[name, shape], ...] in order, adapters
+    [{"scale": weight * alpha / rank, "tensors": [names]}], the AdamW step), then every
+    tensor (float32, header order), int32 tokens, int32 targets. OUT: the loss (float64),
+    every gradient, then every tensor after one AdamW step (float32, header order)."""
     with open(inp, "rb") as f:
         header = json.loads(f.readline())
         params = {}
@@ -72,21 +88,34 @@ def parity(inp, out):
         n = header["n_seq"] * header["seq_len"]
         tokens = torch.tensor(np.fromfile(f, dtype=np.int32, count=n).astype(np.int64))
         targets = torch.tensor(np.fromfile(f, dtype=np.int32, count=n).astype(np.int64))
-    logits = forward(params, header, tokens, header["n_seq"], header["seq_len"])
+    adapters = [(a["scale"], {t: params[t] for t in a["tensors"]}) for a in header["adapters"]]
+    logits = forward(params, header, tokens, header["n_seq"], header["seq_len"], adapters)
     loss = torch.nn.functional.cross_entropy(logits, targets, ignore_index=-1)
     loss.backward()
+    names = [name for name, _ in header["tensors"]]
+    grads = [params[name].grad.detach().clone() for name in names]
+    # One AdamW step as torch.optim.AdamW takes it: the global norm clipped first, decoupled
+    # weight decay on matrices only (tensors of 1 dimension in a group without decay).
+    o = header["adamw"]
+    torch.nn.utils.clip_grad_norm_([params[k] for k in names], o["clip"])
+    groups = [{"params": [params[k] for k in names if params[k].dim() >= 2], "weight_decay": o["weight_decay"]},
+              {"params": [params[k] for k in names if params[k].dim() < 2], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"])
+    opt.step()
     with open(out, "wb") as f:
         np.array([loss.item()], dtype=np.float64).tofile(f)
-        for name, _ in header["tensors"]:
-            params[name].grad.numpy().astype(np.float32).tofile(f)
+        for g in grads:
+            g.numpy().astype(np.float32).tofile(f)
+        for name in names:
+            params[name].detach().numpy().astype(np.float32).tofile(f)
 
 
 def bench(a):
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     hd = a.n_embd // a.n_head
-    cfg = dict(n_embd=a.n_embd, n_head=a.n_head, n_head_kv=a.n_head_kv, head_dim=hd,
-               n_layer=a.n_layer, eps=1e-5, rope_base=10000.0)
+    cfg = dict(n_embd=a.n_embd, head_dim=hd, eps=1e-5, rope_base=10000.0,
+               layers=[[a.n_head, a.n_head_kv, a.n_ff]] * a.n_layer)
     shapes = {"token_embd.weight": (a.vocab, a.n_embd), "output_norm.weight": (a.n_embd,),
               "output.weight": (a.vocab, a.n_embd)}
     for l in range(a.n_layer):

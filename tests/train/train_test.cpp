@@ -3,24 +3,27 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "clone/core/error.h"
+#include "clone/data/tokenizer_train.h"
 #include "clone/engine/context.h"
 #include "clone/engine/lora.h"
 #include "clone/engine/model.h"
 #include "clone/gguf/gguf.h"
 #include "clone/tokenizer/tokenizer.h"
-#include "clone/train/expert_eval.h"
-#include "clone/train/samples.h"
+#include "clone/train/batches.h"
+#include "clone/train/checkpoint.h"
 #include "clone/train/trainer.h"
-#include "fixture.h"
+#include "data/fixture.h"
 
 namespace cln::train {
 namespace {
 namespace fs = std::filesystem;
+namespace testing = data::testing;
 
 const std::string& data_dir() {
   static const std::string d = testing::tiny_data("data");
@@ -196,14 +199,15 @@ TEST(Train, EngineComputesTheSameLogitsFromTheWrittenGguf) {
     Rng r(std::hash<std::string>{}(p->name));
     for (int64_t i = 0; i < p->numel(); ++i) p->data()[i] += static_cast<float>(r.normal() * 0.05);
   }
-  m.add_lora(4, 8.0f, {"q", "k", "v", "o", "gate", "up", "down"}, 2);
-  for (const TensorP& p : m.lora_params()) {
+  const Adapter& ad =
+      m.add_lora("test", 4, 8.0f, {kAllLayerMatrices.begin(), kAllLayerMatrices.end()}, 2);
+  for (const TensorP& p : ad.params()) {
     Rng r(std::hash<std::string>{}(p->name));
     for (int64_t i = 0; i < p->numel(); ++i) p->data()[i] += static_cast<float>(r.normal() * 0.05);
   }
-  const Vocab v = vocab_from_sentencepiece(data_dir() + "/tokenizer.model");
+  const Vocab v = data::vocab_from_sentencepiece(data_dir() + "/tokenizer.model");
   m.write_gguf(dir + "/m.gguf", v);
-  m.write_lora_gguf(dir + "/a.gguf", "test");
+  m.write_lora_gguf(dir + "/a.gguf", ad);
   std::vector<int32_t> tok = {1, 17, 250, 3, 99, 4, 18, 2, 7, 120, 11, 5};
   const int64_t n = static_cast<int64_t>(tok.size());
 
@@ -285,7 +289,7 @@ TEST(Data, DomainWithoutDocumentsStops) {
   fs::copy(data_dir(), dir, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
   testing::write_docs(dir + "/corpus/quotes/valid.jsonl", {});
   try {
-    encode_corpora(dir, dir + "/tokenizer.model", false);
+    data::encode_corpora(dir, dir + "/tokenizer.model", false);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no valid documents"), std::string::npos) << e.what();
@@ -349,6 +353,81 @@ TEST(Lora, TrainsOnAFrozenBaseAndWritesAnAdapterTheEngineLoads) {
   }
 }
 
+// A deci model (per-layer heads, a layer without attention, one without an FFN, a tied
+// head) with random weights and the fixture's tokenizer, written as the trainer writes.
+std::string deci_base(const std::string& dir) {
+  ModelConfig c;
+  c.n_vocab = 300, c.n_embd = 16, c.n_ctx_train = 32, c.head_dim_k = c.head_dim_v = 4;
+  c.tied_output = true;
+  c.layers = {{4, 2, 24}, {0, 0, 20}, {2, 1, 0}};
+  const LlamaModel m = LlamaModel::init(c, 3);
+  const std::string path = dir + "/deci.gguf";
+  m.write_gguf(path, data::vocab_from_sentencepiece(data_dir() + "/tokenizer.model"));
+  return path;
+}
+
+TEST(Finetune, TrainsEveryWeightOfADeciModelAndKeepsItsShape) {
+  const std::string dir = testing::temp_dir("finetune");
+  const std::string src = deci_base(dir);
+  FinetuneOptions o;
+  o.model = src;
+  o.data_dir = data_dir();
+  o.out_dir = dir + "/run";
+  o.batch = 2, o.seq_len = 16;
+  o.sched = Schedule{1e-2, 2, 8, 0.1};
+  o.eval_every = 4, o.eval_windows = 2, o.test_tokens = 32, o.ckpt_every = 4;
+  o.threads = 2, o.verbose = false;
+  FinetuneOptions first = o;
+  first.stop_after = 5;
+  const TrainReport r1 = train_finetune(first);
+  EXPECT_EQ(r1.last_step, 5);
+  const TrainReport r2 = train_finetune(o);  // resumes at step 5
+  EXPECT_EQ(r2.first_step, 5);
+  ASSERT_TRUE(r2.done);
+  const auto in = GgufFile::open(src), out = GgufFile::open(dir + "/run/model.gguf");
+  const ModelConfig a = ModelConfig::from_gguf(*in), b = ModelConfig::from_gguf(*out);
+  EXPECT_EQ(b.arch, "deci");
+  EXPECT_EQ(a.layers, b.layers);
+  EXPECT_TRUE(b.tied_output);
+  EXPECT_EQ(a.n_params(), b.n_params());
+  // Every tensor was trained (norms included), and the engine runs the result.
+  ASSERT_EQ(in->tensors().size(), out->tensors().size());
+  for (const auto& t : in->tensors()) {
+    const GgufTensorInfo* u = out->find_tensor(t.name);
+    ASSERT_NE(u, nullptr) << t.name;
+    EXPECT_NE(0, std::memcmp(in->tensor_data(t), out->tensor_data(*u), t.nbytes)) << t.name;
+  }
+  Context ctx(Model::load(dir + "/run/model.gguf"), {16, 1, 16});
+  EXPECT_EQ(ctx.eval(std::vector<int32_t>{1, 20, 30}).size(), 300u);
+  EXPECT_TRUE(fs::exists(dir + "/run/perplexity.md"));
+  EXPECT_NE(out->get_string("clone.training.run").find("\"model\":\"deci.gguf\""),
+            std::string::npos);
+}
+
+TEST(Lora, TrainsOnADeciBaseAndAdaptsOnlyTheMatricesItHas) {
+  const std::string dir = testing::temp_dir("lora-deci");
+  const std::string base = deci_base(dir);
+  LoraTrainOptions o;
+  o.base = base;
+  o.data_dir = data_dir();
+  o.domain = "code";
+  o.out = dir + "/code.gguf";
+  o.rank = 2, o.batch = 2, o.seq_len = 16;
+  o.sched = Schedule{1e-2, 2, 10, 0.1};
+  o.verbose = false;
+  const TrainReport r = train_lora(o);
+  EXPECT_LT(r.losses.back(), r.losses.front());
+  auto model = Model::load(base);
+  auto adapter = LoraAdapter::load(o.out, *model);
+  EXPECT_NE(adapter->find("blk.0.attn_q.weight"), nullptr);
+  EXPECT_NE(adapter->find("blk.1.ffn_up.weight"), nullptr);
+  EXPECT_EQ(adapter->find("blk.1.attn_q.weight"), nullptr);  // layer 1 has no attention
+  EXPECT_EQ(adapter->find("blk.2.ffn_up.weight"), nullptr);  // layer 2 has no FFN
+  // layers 0 and 2 with attention (4 matrices each), layers 0 and 1 with an FFN (3 each)
+  EXPECT_EQ(adapter->pairs().size(), 4u + 4u + 3u + 3u);
+  EXPECT_EQ(GgufFile::open(o.out)->get_string("general.architecture"), "deci");
+}
+
 LoraTrainOptions tiny_lora(const std::string& base, const std::string& out) {
   LoraTrainOptions o;
   o.base = base;
@@ -396,102 +475,6 @@ TEST(Lora, ResumeRepeatsTheLossCurveAndTheAdapterBitForBit) {
     EXPECT_NE(std::string(e.what()).find("domain"), std::string::npos) << e.what();
   }
   EXPECT_EQ(before, slurp(dir + "/resumed.train/checkpoint.bin"));
-}
-
-TEST(ExpertEval, EngineTablesAgreeWithTheTrainerAndScoreTasksExactly) {
-  const std::string dir = testing::temp_dir("expert-eval");
-  BaseTrainOptions bo = tiny_options(dir + "/base");
-  train_base(bo);
-  const std::string base = dir + "/base/model.gguf";
-  LoraTrainOptions lo = tiny_lora(base, dir + "/quotes.gguf");
-  lo.sched = Schedule{3e-2, 2, 30, 0.1};
-  train_lora(lo);
-  fs::create_directories(data_dir() + "/tasks/arithmetic");
-  {
-    std::ofstream f(data_dir() + "/tasks/arithmetic/test.jsonl");
-    for (int a = 0; a < 6; ++a)
-      f << nlohmann::json{{"prompt", std::to_string(a) + "+1="}, {"answer", std::to_string(a + 1)}}
-               .dump()
-        << "\n";
-  }
-  ExpertEvalOptions o;
-  o.base = base;
-  o.data_dir = data_dir();
-  o.experts = {{"quotes", dir + "/quotes.gguf"}};
-  o.tasks = {"arithmetic"};
-  o.seq_len = 16;
-  o.max_tokens = 64;
-  o.task_items = 4;
-  o.max_new = 4;
-  o.verbose = false;
-  const ExpertEval e = evaluate_experts(o);
-  ASSERT_EQ(e.domains, domain_names());
-  ASSERT_EQ(e.models, (std::vector<std::string>{"base", "quotes"}));
-
-  // The engine's base row equals the trainer's own perplexity over the same windows.
-  const LlamaModel m = LlamaModel::from_gguf(*GgufFile::open(base));
-  const auto rows = domain_perplexity(m, data_dir(), "test", 16, 64, 1);
-  for (size_t d = 0; d < rows.size(); ++d) {
-    EXPECT_NEAR(e.ppl[0][d], rows[d].model_ppl, 1e-4 * rows[d].model_ppl) << rows[d].domain;
-    EXPECT_NEAR(e.unigram[d], rows[d].unigram_ppl, 1e-9 * rows[d].unigram_ppl);
-    EXPECT_EQ(e.tokens[d], rows[d].tokens);
-  }
-  // The expert was trained on quotes: it must beat the base there.
-  const auto q = static_cast<size_t>(std::find(e.domains.begin(), e.domains.end(), "quotes") -
-                                     e.domains.begin());
-  EXPECT_LT(e.ppl[1][q], e.ppl[0][q]);
-  ASSERT_EQ(e.tasks.size(), 1u);
-  EXPECT_EQ(e.tasks[0].items, 4);
-  EXPECT_GE(e.tasks[0].base, 0.0);
-  EXPECT_LE(e.tasks[0].base, 1.0);
-  EXPECT_TRUE(e.tasks[0].right.empty());  // no arithmetic expert in this bank
-  EXPECT_EQ(e.tasks[0].wrong, "quotes");
-  const Table t = perplexity_table(e);
-  EXPECT_EQ(t.rows().size(), 3u);  // unigram, base, quotes
-  EXPECT_EQ(task_table(e).rows().size(), 1u);
-
-  // An adapter of another base is named.
-  o.experts = {{"wrong", base}};
-  EXPECT_THROW(evaluate_experts(o), Error);
-}
-
-TEST(Samples, ContinueRealDocumentsAndCountStops) {
-  const std::string dir = testing::temp_dir("samples");
-  train_base(tiny_options(dir));
-  SampleOptions o;
-  o.model = dir + "/model.gguf";
-  o.data_dir = data_dir();
-  o.per_domain = 3;
-  o.prompt_tokens = 2;
-  o.max_new = 6;
-  const auto a = sample_domains(o);
-  ASSERT_EQ(a.size(), domain_names().size());
-  for (size_t d = 0; d < a.size(); ++d) {
-    EXPECT_EQ(a[d].domain, domain_names()[d]);
-    EXPECT_EQ(a[d].n, 3);
-    ASSERT_EQ(a[d].examples.size(), 3u);
-    EXPECT_LE(a[d].ended_with_eos, 3);
-    EXPECT_LE(a[d].median_generated, 6.0);
-    // Every fixture document starts with its domain's name and has 7 to 26 words.
-    const std::string& p = a[d].examples[0].prompt;
-    EXPECT_TRUE(!p.empty() && (a[d].domain.rfind(p, 0) == 0 || p.rfind(a[d].domain, 0) == 0)) << p;
-    EXPECT_GT(a[d].median_document, 4.0);
-    for (const auto& e : a[d].examples) EXPECT_TRUE(e.eos || !e.continuation.empty());
-  }
-  const auto b = sample_domains(o);  // seeded: the same texts again
-  for (size_t d = 0; d < a.size(); ++d)
-    for (size_t i = 0; i < 3; ++i)
-      EXPECT_EQ(a[d].examples[i].continuation, b[d].examples[i].continuation);
-  EXPECT_EQ(eos_table(a).rows().size(), a.size());
-  EXPECT_NE(samples_markdown(a, 1).find("## quotes"), std::string::npos);
-}
-
-TEST(Flops, CountsMatricesAndCausalAttention) {
-  const ModelConfig c = llama_shape(100, 8, 1, 2, 1, 16, 4);
-  // matrices: q 8x8, k 4x8, v 4x8, o 8x8, 3 x 16x8, head 100x8
-  const double matrix = 64 + 32 + 32 + 64 + 3 * 128 + 800;
-  const double attn = 3.0 * 2.0 * 2 * (4.0 * 5 / 2) * (4 + 4);
-  EXPECT_DOUBLE_EQ(train_step_flops(c, 1, 4), 6.0 * matrix * 4 + attn);
 }
 
 }  // namespace

@@ -5,12 +5,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
-#include <random>
 #include <vector>
 
 #include "clone/core/error.h"
+#include "clone/core/rng.h"
 #include "clone/core/stats.h"
 #include "clone/core/table.h"
+#include "clone/engine/accounting.h"
 #include "clone/engine/context.h"
 #include "clone/kernels/machine.h"
 #include "common.h"
@@ -57,11 +58,13 @@ Speed measure(const std::shared_ptr<const cln::Model>& m, int threads, const Opt
               const std::vector<uint8_t>* probe_buf = nullptr, double bytes_per_token = 0) {
   using namespace cln;
   Context ctx(m, {std::max<int64_t>(o.n_prompt + o.n_gen + 1, 64), threads, o.n_prompt});
-  std::mt19937 rng(7);
-  std::uniform_int_distribution<int32_t> tok(3, static_cast<int32_t>(m->config().n_vocab - 1));
+  Rng rng(7);
+  const auto tok = [&] {  // random ids past the special tokens
+    return static_cast<int32_t>(3 + rng.below(static_cast<uint64_t>(m->config().n_vocab - 3)));
+  };
   // At least 8 tokens: the warm-up pass below uses the first 8.
   std::vector<int32_t> prompt(static_cast<size_t>(std::max<int64_t>(o.n_prompt, 8)));
-  for (auto& t : prompt) t = tok(rng);
+  for (auto& t : prompt) t = tok();
   Speed best;
   ctx.eval(std::span<const int32_t>(prompt.data(), 8));  // warm-up: page in the weights
   for (int r = 0; r < o.reps; ++r) {
@@ -81,7 +84,7 @@ Speed measure(const std::shared_ptr<const cln::Model>& m, int threads, const Opt
     const double bw_before = probe_buf ? read_gbs_now(ctx.pool(), *probe_buf) : 0.0;
     const double t0 = cli::now_s();
     for (int64_t i = 0; i < o.n_gen; ++i) {
-      const int32_t one[1] = {tok(rng)};
+      const int32_t one[1] = {tok()};
       ctx.eval(one);
     }
     const double t1 = cli::now_s();
@@ -121,19 +124,14 @@ int run(const Opts& o) {
     auto m = Model::load(path);
     const ModelConfig& c = m->config();
     std::fprintf(stderr, "[bench] %s ...\n", path.c_str());
-    // Bytes streamed per decoded token: every layer matrix and the output head (the
-    // embedding contributes one row).
-    size_t bytes = m->weight_bytes();
-    if (!c.tied_output)
-      bytes -= dtype_row_bytes(m->token_embd.type, c.n_embd) * static_cast<size_t>(c.n_vocab - 1);
-    const Speed s = measure(m, pool.size(), o, &probe_buf, static_cast<double>(bytes));
-    // FLOPs per prompt token in the matmuls (attention adds a little more; counted too).
-    double flops =
-        2.0 * static_cast<double>(c.n_params() - c.n_vocab * c.n_embd * (c.tied_output ? 0 : 1));
-    for (const auto& l : c.layers)
-      flops += 2.0 * static_cast<double>(l.n_head) *
-               static_cast<double>(c.head_dim_k + c.head_dim_v) * static_cast<double>(o.n_prompt) /
-               2.0;
+    // Bytes streamed per decoded token (every layer, the head, one embedding row) and the
+    // FLOPs of the prompt pass (matmuls and attention; logits for the last token only), both
+    // from the shared accounting.
+    const double bytes = decode_weight_bytes(c);
+    const PassCount pass = forward_pass(c, 0, std::max<int64_t>(o.n_prompt, 1), 1);
+    const double flops = (pass.matmul_flops + pass.attn_flops) /
+                         static_cast<double>(std::max<int64_t>(o.n_prompt, 1));
+    const Speed s = measure(m, pool.size(), o, &probe_buf, bytes);
     // Parallel overhead: with n threads, time beyond a perfect split of the 1-thread time.
     double overhead = -1;
     if (o.overhead && pool.size() > 1) {
@@ -144,8 +142,8 @@ int run(const Opts& o) {
            static_cast<double>(c.n_params()) / 1e6, static_cast<double>(m->weight_bytes()) / 1e6,
            static_cast<long long>(pool.size()), s.prefill_tps, s.prefill_tps * flops / 1e9,
            100.0 * s.prefill_tps * flops / 1e9 / lim.fma_gflops, s.decode_tps,
-           s.decode_tps * static_cast<double>(bytes) / 1e9, s.read_gbs, s.decode_pct_bw,
-           s.decode_pct_bw_min, s.decode_pct_bw_max, s.rss_mb, s.state_mb, overhead});
+           s.decode_tps * bytes / 1e9, s.read_gbs, s.decode_pct_bw, s.decode_pct_bw_min,
+           s.decode_pct_bw_max, s.rss_mb, s.state_mb, overhead});
   }
   std::printf("machine: read %.1f GB/s, FMA %.1f GFLOP/s, %d threads, %s\n\n%s",
               lim.read_bandwidth_gbs, lim.fma_gflops, lim.threads, lim.simd_target,

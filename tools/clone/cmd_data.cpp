@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "clone/core/error.h"
-#include "clone/train/corpus.h"
-#include "clone/train/tokenizer_train.h"
+#include "clone/data/corpus.h"
+#include "clone/data/tokenizer_train.h"
 #include "subcommand.h"
 
 namespace {
@@ -26,24 +26,24 @@ int build(const Opts& o) {
   if (o.vocab < 300 || o.vocab > 65536) fail("--vocab must be in [300, 65536], got ", o.vocab);
   if (o.install) {
     std::string cmd = "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends";
-    for (const auto& p : train::source_packages()) cmd += " " + p;
+    for (const auto& p : data::source_packages()) cmd += " " + p;
     std::fprintf(stderr, "data: %s\n", cmd.c_str());
     if (std::system(cmd.c_str()) != 0) fail("installing the source packages failed (run as root?)");
   }
   if (!o.skip_corpora) {
-    train::BuildOptions b;
+    data::BuildOptions b;
     b.out = o.out;
-    train::build_corpora(b);
+    data::build_corpora(b);
   }
-  train::TokenizerTrainOptions t;
+  data::TokenizerTrainOptions t;
   t.data_dir = o.out;
   t.vocab_size = o.vocab;
   t.bytes_per_domain = static_cast<size_t>(o.tokenizer_mb * 1e6);
   t.threads = o.threads;
   t.verbose = false;
-  const std::string model = train::train_tokenizer(t);
+  const std::string model = data::train_tokenizer(t);
   std::fprintf(stderr, "data: tokenizer %s (%d pieces)\n", model.c_str(), o.vocab);
-  train::encode_corpora(o.out, model, true);
+  data::encode_corpora(o.out, model, true);
   return 0;
 }
 

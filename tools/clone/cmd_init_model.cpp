@@ -17,6 +17,7 @@ struct Opts {
   float rope_base = 10000.0f, eps = 1e-5f, std = 0.02f;
   uint64_t seed = 1;
   bool tied = false;
+  bool vocab_set = false;  // --vocab given
 };
 
 std::vector<int64_t> per_layer(const std::string& s, int64_t n, const char* what) {
@@ -65,9 +66,17 @@ int run(Opts o) {
   for (int64_t x : h) h0 = h0 ? h0 : x;
   c.head_dim_k = c.head_dim_v = o.head_dim > 0 ? o.head_dim : (h0 > 0 ? o.embd / h0 : 0);
   for (int64_t i = 0; i < o.layers; ++i)
-    c.layers.push_back({h[static_cast<size_t>(i)], kv[static_cast<size_t>(i)], ff[static_cast<size_t>(i)]});
+    c.layers.push_back(
+        {h[static_cast<size_t>(i)], kv[static_cast<size_t>(i)], ff[static_cast<size_t>(i)]});
   std::shared_ptr<GgufFile> vocab;
-  if (!o.vocab_from.empty()) vocab = GgufFile::open(o.vocab_from);
+  if (!o.vocab_from.empty()) {  // the tokenizer and its size come from the file
+    vocab = GgufFile::open(o.vocab_from);
+    if (!vocab->has("tokenizer.ggml.tokens"))
+      fail(o.vocab_from, ": no tokenizer (tokenizer.ggml.tokens) to copy");
+    if (o.vocab_set)
+      fail("give --vocab or --vocab-from, not both (the vocabulary size comes from the file)");
+    c.n_vocab = static_cast<int64_t>(vocab->find("tokenizer.ggml.tokens")->array_size());
+  }
   init_model(c, {o.seed, *type, o.std}, vocab.get(), o.out);
   std::printf("wrote %s: %s, %lld layers, %.2fM parameters, %s\n", o.out.c_str(),
               c.uniform() ? "llama" : "deci (per-layer shapes)", static_cast<long long>(o.layers),
@@ -75,28 +84,45 @@ int run(Opts o) {
   return 0;
 }
 
-const cln::cli::Register reg{"init-model", "Write a model of any shape with seeded random weights",
-                               [](CLI::App& app) {
-  auto o = std::make_shared<Opts>();
-  app.add_option("-o,--out", o->out, "output GGUF path")->required();
-  app.add_option("--preset", o->preset, "a named shape: tinyllama (1.1B), base (~7M); flags after it do not override it");
-  app.add_option("--layers", o->layers, "number of layers")->capture_default_str()->check(CLI::Range(1, 4096));
-  app.add_option("--embd", o->embd, "model width")->capture_default_str()->check(CLI::Range(1, 1 << 16));
-  app.add_option("--heads", o->heads, "query heads, one value or a comma list per layer (0 = no attention)")->capture_default_str();
-  app.add_option("--kv-heads", o->kv_heads, "KV heads, one value or a comma list (default = heads)");
-  app.add_option("--ff", o->ff, "FFN width, one value or a comma list (0 = no FFN)")->capture_default_str();
-  app.add_option("--head-dim", o->head_dim, "head size (0 = embd / heads of the first layer with heads)")->capture_default_str();
-  app.add_option("--vocab", o->vocab, "vocabulary size")->capture_default_str()->check(CLI::Range(1, 1 << 22));
-  app.add_option("--vocab-from", o->vocab_from, "copy the tokenizer from this GGUF")->check(CLI::ExistingFile);
-  app.add_option("--ctx", o->ctx, "training context length written to metadata")->capture_default_str();
-  app.add_option("--type", o->type, "weight type: f32, f16, q8_0, q4_0")->capture_default_str();
-  app.add_option("--rope-base", o->rope_base, "RoPE base")->capture_default_str();
-  app.add_option("--eps", o->eps, "RMSNorm epsilon")->capture_default_str();
-  app.add_option("--std", o->std, "weight standard deviation")->capture_default_str();
-  app.add_option("--seed", o->seed, "random seed")->capture_default_str();
-  app.add_option("--name", o->name, "general.name");
-  app.add_flag("--tied", o->tied, "tie the output head to the token embedding");
-  return [o] { return run(*o); };
-}};
+const cln::cli::Register reg{
+    "init-model", "Write a model of any shape with seeded random weights", [](CLI::App& app) {
+      auto o = std::make_shared<Opts>();
+      app.add_option("-o,--out", o->out, "output GGUF path")->required();
+      app.add_option(
+          "--preset", o->preset,
+          "a named shape: tinyllama (1.1B), base (~7M); flags after it do not override it");
+      app.add_option("--layers", o->layers, "number of layers")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 4096));
+      app.add_option("--embd", o->embd, "model width")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 1 << 16));
+      app.add_option("--heads", o->heads,
+                     "query heads, one value or a comma list per layer (0 = no attention)")
+          ->capture_default_str();
+      app.add_option("--kv-heads", o->kv_heads,
+                     "KV heads, one value or a comma list (default = heads)");
+      app.add_option("--ff", o->ff, "FFN width, one value or a comma list (0 = no FFN)")
+          ->capture_default_str();
+      app.add_option("--head-dim", o->head_dim,
+                     "head size (0 = embd / heads of the first layer with heads)")
+          ->capture_default_str();
+      app.add_option("--vocab", o->vocab, "vocabulary size (not with --vocab-from)")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 1 << 22))
+          ->each([o](const std::string&) { o->vocab_set = true; });
+      app.add_option("--vocab-from", o->vocab_from, "copy the tokenizer from this GGUF")
+          ->check(CLI::ExistingFile);
+      app.add_option("--ctx", o->ctx, "training context length written to metadata")
+          ->capture_default_str();
+      app.add_option("--type", o->type, "weight type: f32, f16, q8_0, q4_0")->capture_default_str();
+      app.add_option("--rope-base", o->rope_base, "RoPE base")->capture_default_str();
+      app.add_option("--eps", o->eps, "RMSNorm epsilon")->capture_default_str();
+      app.add_option("--std", o->std, "weight standard deviation")->capture_default_str();
+      app.add_option("--seed", o->seed, "random seed")->capture_default_str();
+      app.add_option("--name", o->name, "general.name");
+      app.add_flag("--tied", o->tied, "tie the output head to the token embedding");
+      return [o] { return run(*o); };
+    }};
 
 }  // namespace

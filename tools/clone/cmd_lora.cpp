@@ -9,8 +9,8 @@
 
 #include "clone/core/error.h"
 #include "clone/engine/lora.h"
-#include "clone/train/corpus.h"
-#include "clone/train/expert_eval.h"
+#include "clone/engine/schema.h"
+#include "clone/eval/expert_eval.h"
 #include "clone/train/trainer.h"
 #include "common.h"
 #include "subcommand.h"
@@ -28,17 +28,14 @@ int train(TrainOpts& o) {
   std::stringstream ss(o.targets);
   std::string m;
   while (std::getline(ss, m, ','))
-    if (!m.empty()) {
-      (void)train::lora_module_tensor(m);  // validates the name
-      o.t.targets.push_back(m);
-    }
+    if (!m.empty()) o.t.targets.push_back(layer_matrix_from_name(m));
   if (o.t.targets.empty()) fail("--targets names no module");
   train::train_lora(o.t);
   return 0;
 }
 
 struct EvalOpts {
-  cln::train::ExpertEvalOptions e;
+  cln::eval::ExpertEvalOptions e;
   std::vector<std::string> experts;
   std::string out;
 };
@@ -53,9 +50,9 @@ int eval(EvalOpts& o) {
     if (name.empty() || path.empty()) fail("--expert ", a, ": expected path or name=path");
     o.e.experts.push_back({name, path});
   }
-  const train::ExpertEval r = train::evaluate_experts(o.e);
-  const Table ppl = train::perplexity_table(r);
-  const Table tasks = train::task_table(r);
+  const eval::ExpertEval r = eval::evaluate_experts(o.e);
+  const Table ppl = eval::perplexity_table(r);
+  const Table tasks = eval::task_table(r);
   std::string md = "Test perplexity per domain (" + std::to_string(o.e.seq_len) +
                    "-token windows, up to " + std::to_string(o.e.max_tokens) +
                    " predicted tokens per domain):\n\n" + ppl.markdown() +

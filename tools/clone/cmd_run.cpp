@@ -13,7 +13,7 @@
 #include "clone/device/sim.h"
 #include "clone/dvfs/runner.h"
 #include "clone/engine/context.h"
-#include "clone/engine/sampler.h"
+#include "clone/engine/generate.h"
 #include "clone/tokenizer/tokenizer.h"
 #include "common.h"
 #include "subcommand.h"
@@ -142,9 +142,6 @@ int run(const Opts& o) {
   if (!o.prompt_file.empty()) prompt = cli::read_text_file(o.prompt_file);
   std::vector<int32_t> ids = tok.encode(prompt, true);
   Context ctx(model, {o.n_ctx, o.threads, kBatch});
-  if (static_cast<int64_t>(ids.size()) >= ctx.n_ctx())
-    fail("the prompt is ", ids.size(), " tokens; the context holds ", ctx.n_ctx(),
-         " (raise --ctx or shorten the prompt)");
   ctx.set_loras(cli::load_loras(o.loras, *model));
   std::unique_ptr<CoSim> cosim;
   if (!o.device.empty()) {
@@ -153,44 +150,27 @@ int run(const Opts& o) {
   } else if (!o.trace.empty()) {
     fail("--trace needs --device (the trace is the simulated device's)");
   }
-  Sampler sampler(o.sp);
-
   std::fputs(prompt.c_str(), stdout);
   std::fflush(stdout);
-  const double t0 = cli::now_s();
-  auto logits = ctx.eval(ids);
-  const double t_first = cli::now_s();
-  int generated = 0;
-  std::string stop = "limit";
-  while (generated < o.n_predict) {
-    const int32_t next = sampler.sample(logits);
-    if (next == tok.eos() && !o.ignore_eos) {
-      stop = "eos";
-      break;
-    }
-    const std::string piece = tok.token_to_piece(next);
+  GenerateParams gp;
+  gp.max_new = o.n_predict;
+  gp.sampling = o.sp;
+  gp.eos = o.ignore_eos ? -1 : tok.eos();
+  const Generation g = generate(ctx, ids, gp, [&](int32_t id) {
+    const std::string piece = tok.token_to_piece(id);
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
-    ++generated;
-    if (ctx.n_past() >= ctx.n_ctx()) {
-      stop = "context full";
-      break;
-    }
-    if (generated < o.n_predict) {
-      const int32_t one[1] = {next};
-      logits = ctx.eval(one);
-    }
-  }
-  const double t_end = cli::now_s();
+    return true;
+  });
   std::fputc('\n', stdout);
   if (o.stats) {
-    const double decode_s = t_end - t_first;
+    const auto n = static_cast<double>(g.tokens.size());
     std::fprintf(stderr,
-                 "\n[clone] prompt %zu tokens in %.1f ms (%.1f tok/s, TTFT) | generated %d tokens "
+                 "\n[clone] prompt %zu tokens in %.1f ms (%.1f tok/s, TTFT) | generated %zu tokens "
                  "in %.1f ms (%.1f tok/s, TPOT %.2f ms) | stop: %s\n",
-                 ids.size(), (t_first - t0) * 1e3, static_cast<double>(ids.size()) / (t_first - t0),
-                 generated, decode_s * 1e3, generated > 1 ? (generated - 1) / decode_s : 0.0,
-                 generated > 1 ? decode_s * 1e3 / (generated - 1) : 0.0, stop.c_str());
+                 ids.size(), g.prefill_s * 1e3, static_cast<double>(ids.size()) / g.prefill_s,
+                 g.tokens.size(), g.decode_s * 1e3, n > 1 ? (n - 1) / g.decode_s : 0.0,
+                 n > 1 ? g.decode_s * 1e3 / (n - 1) : 0.0, stop_name(g.stop));
   }
   if (cosim) report(o, *cosim);
   return 0;

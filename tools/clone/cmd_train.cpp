@@ -1,5 +1,7 @@
-// clone train base: train the shipped base model from scratch (resumes from its
-// checkpoint). clone train bench: training throughput against the FMA peak and PyTorch.
+// clone train base: train the shipped base model from scratch. clone train finetune: train
+// every weight of an existing model of any shape (recovery after pruning). Both resume from
+// their checkpoint. clone train samples: continuations of test documents. clone train
+// bench: training throughput against the FMA peak and PyTorch.
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -7,9 +9,11 @@
 
 #include "clone/core/error.h"
 #include "clone/core/table.h"
+#include "clone/engine/accounting.h"
+#include "clone/eval/samples.h"
 #include "clone/kernels/machine.h"
 #include "clone/kernels/thread_pool.h"
-#include "clone/train/samples.h"
+#include "clone/train/llama.h"
 #include "clone/train/trainer.h"
 #include "subcommand.h"
 
@@ -32,7 +36,7 @@ int bench(const BenchOpts& o) {
   kernels::ThreadPool pool(o.threads);
   const kernels::MachineLimits lim = kernels::measure_machine(&pool);
   const train::StepBench b = train::bench_train_step(c, o.batch, o.seq_len, o.steps, o.threads);
-  const double flops = train::train_step_flops(c, o.batch, o.seq_len);
+  const double flops = train_step_flops(c, o.batch, o.seq_len);
   Table t({"impl", "threads", "params", "batch", "seq_len", "step_s", "tokens_per_s", "gflops",
            "pct_fma_peak"});
   t.add({std::string("clone"), static_cast<long long>(o.threads), static_cast<long long>(b.params),
@@ -73,7 +77,7 @@ int bench(const BenchOpts& o) {
 }
 
 void add_shape(CLI::App* a, int64_t* n_embd, int64_t* n_layer, int64_t* n_head, int64_t* n_head_kv,
-               int64_t* n_ff, int64_t* batch, int64_t* seq_len) {
+               int64_t* n_ff) {
   a->add_option("--n-embd", *n_embd, "model width")
       ->capture_default_str()
       ->check(CLI::Range(8, 8192));
@@ -87,6 +91,9 @@ void add_shape(CLI::App* a, int64_t* n_embd, int64_t* n_layer, int64_t* n_head, 
   a->add_option("--n-ff", *n_ff, "feed-forward width")
       ->capture_default_str()
       ->check(CLI::Range(1, 65536));
+}
+
+void add_batch(CLI::App* a, int64_t* batch, int64_t* seq_len) {
   a->add_option("--batch", *batch, "sequences per step")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
@@ -95,15 +102,66 @@ void add_shape(CLI::App* a, int64_t* n_embd, int64_t* n_layer, int64_t* n_head, 
       ->check(CLI::Range(2, 65536));
 }
 
+// The flags base training and fine-tuning share: data, run folder, schedule, loop.
+void add_text_run(CLI::App* a, cln::train::TextRunOptions* o) {
+  a->add_option("--data", o->data_dir, "folder written by `clone data build`")
+      ->capture_default_str();
+  a->add_option("--out", o->out_dir, "run folder")->capture_default_str();
+  a->add_option("--model-out", o->model_out, "GGUF to write at the end (default <out>/model.gguf)");
+  a->add_option("--domains", o->domains, "train on these domains only (default: all)")
+      ->delimiter(',');
+  add_batch(a, &o->batch, &o->seq_len);
+  a->add_option("--steps", o->sched.steps, "optimizer steps")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{10000000}));
+  a->add_option("--warmup", o->sched.warmup, "warm-up steps")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{10000000}));
+  a->add_option("--lr", o->sched.lr, "peak learning rate")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-7, 1e30));
+  a->add_option("--min-lr-ratio", o->sched.min_lr_ratio, "final learning rate / peak")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  a->add_option("--weight-decay", o->adam.weight_decay, "AdamW decoupled weight decay")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 10.0));
+  a->add_option("--clip", o->adam.clip, "max global gradient norm (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
+  a->add_option("--seed", o->seed, "seed of the init and the data order")->capture_default_str();
+  a->add_option("--threads", o->threads, "threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  a->add_option("--mix-temperature", o->mix_temperature, "domain share ~ tokens^T")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  a->add_option("--log-every", o->log_every, "steps between progress lines")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
+  a->add_option("--eval-every", o->eval_every,
+                "steps between validation losses (0: only at the end)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
+  a->add_option("--ckpt-every", o->ckpt_every, "steps between checkpoints")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
+  a->add_option("--test-tokens", o->test_tokens, "test tokens per domain for the perplexity table")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000000}));
+  a->add_option("--stop-after", o->stop_after, "stop this run at this step (resume later)");
+  a->add_flag("!--no-resume", o->resume, "start from scratch even if a checkpoint exists");
+}
+
 struct SamplesOpts {
-  cln::train::SampleOptions s;
+  cln::eval::SampleOptions s;
   int64_t examples = 3;
   std::string out;
 };
 
 int samples(const SamplesOpts& o) {
-  const auto r = cln::train::sample_domains(o.s);
-  const std::string md = cln::train::samples_markdown(r, o.examples);
+  const auto r = cln::eval::sample_domains(o.s);
+  const std::string md = cln::eval::samples_markdown(r, o.examples);
   std::fputs(md.c_str(), stdout);
   if (!o.out.empty()) {
     std::ofstream f(o.out);
@@ -126,57 +184,21 @@ const cln::cli::Register reg{
           "Train a Llama from scratch on the corpora of `clone data build`; resumes from "
           "<out>/checkpoint.bin; writes loss.csv, valid.csv, loss.png, train.log, model.gguf, "
           "perplexity.md");
-      base->add_option("--data", o->data_dir, "folder written by `clone data build`")
-          ->capture_default_str();
       base->add_option("--tokenizer", o->tokenizer,
                        "SentencePiece model (default <data>/tokenizer.model)");
-      base->add_option("--out", o->out_dir, "run folder")->capture_default_str();
-      base->add_option("--model-out", o->model_out,
-                       "GGUF to write at the end (default <out>/model.gguf)");
-      add_shape(base, &o->n_embd, &o->n_layer, &o->n_head, &o->n_head_kv, &o->n_ff, &o->batch,
-                &o->seq_len);
-      base->add_option("--steps", o->sched.steps, "optimizer steps")
-          ->capture_default_str()
-          ->check(CLI::Range(int64_t{1}, int64_t{10000000}));
-      base->add_option("--warmup", o->sched.warmup, "warm-up steps")
-          ->capture_default_str()
-          ->check(CLI::Range(int64_t{0}, int64_t{10000000}));
-      base->add_option("--lr", o->sched.lr, "peak learning rate")
-          ->capture_default_str()
-          ->check(CLI::Range(1e-7, 1e30));
-      base->add_option("--min-lr-ratio", o->sched.min_lr_ratio, "final learning rate / peak")
-          ->capture_default_str()
-          ->check(CLI::Range(0.0, 1.0));
-      base->add_option("--weight-decay", o->adam.weight_decay, "AdamW decoupled weight decay")
-          ->capture_default_str()
-          ->check(CLI::Range(0.0, 10.0));
-      base->add_option("--clip", o->adam.clip, "max global gradient norm (0: off)")
-          ->capture_default_str()
-          ->check(CLI::Range(0.0, 1e9));
-      base->add_option("--seed", o->seed, "seed of the init and the data order")
-          ->capture_default_str();
-      base->add_option("--threads", o->threads, "threads")
-          ->capture_default_str()
-          ->check(CLI::Range(1, 256));
-      base->add_option("--mix-temperature", o->mix_temperature, "domain share ~ tokens^T")
-          ->capture_default_str()
-          ->check(CLI::Range(0.0, 1.0));
-      base->add_option("--log-every", o->log_every, "steps between progress lines")
-          ->capture_default_str()
-          ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
-      base->add_option("--eval-every", o->eval_every,
-                       "steps between validation losses (0: only at the end)")
-          ->capture_default_str()
-          ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
-      base->add_option("--ckpt-every", o->ckpt_every, "steps between checkpoints")
-          ->capture_default_str()
-          ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
-      base->add_option("--test-tokens", o->test_tokens,
-                       "test tokens per domain for the perplexity table")
-          ->capture_default_str()
-          ->check(CLI::Range(int64_t{0}, int64_t{1000000000}));
-      base->add_option("--stop-after", o->stop_after, "stop this run at this step (resume later)");
-      base->add_flag("!--no-resume", o->resume, "start from scratch even if a checkpoint exists");
+      add_shape(base, &o->n_embd, &o->n_layer, &o->n_head, &o->n_head_kv, &o->n_ff);
+      add_text_run(base, o.get());
+
+      auto fo = std::make_shared<cln::train::FinetuneOptions>();
+      CLI::App* ft = app.add_subcommand(
+          "finetune",
+          "Train every weight of an existing model (any shape: pruned deci models too) on the "
+          "corpora; resumes from <out>/checkpoint.bin; writes a GGUF of the same shape, "
+          "loss.csv, valid.csv, loss.png, train.log, perplexity.md");
+      ft->add_option("-m,--model", fo->model, "GGUF to fine-tune (its tokenizer is used)")
+          ->required()
+          ->check(CLI::ExistingFile);
+      add_text_run(ft, fo.get());
 
       auto b = std::make_shared<BenchOpts>();
       CLI::App* bench_cmd = app.add_subcommand(
@@ -186,8 +208,8 @@ const cln::cli::Register reg{
       bench_cmd->add_option("--vocab", b->vocab, "vocabulary size")
           ->capture_default_str()
           ->check(CLI::Range(2, 1000000));
-      add_shape(bench_cmd, &b->n_embd, &b->n_layer, &b->n_head, &b->n_head_kv, &b->n_ff, &b->batch,
-                &b->seq_len);
+      add_shape(bench_cmd, &b->n_embd, &b->n_layer, &b->n_head, &b->n_head_kv, &b->n_ff);
+      add_batch(bench_cmd, &b->batch, &b->seq_len);
       bench_cmd->add_option("--steps", b->steps, "timed steps (after one warm-up)")
           ->capture_default_str()
           ->check(CLI::Range(1, 1000));
@@ -232,9 +254,13 @@ const cln::cli::Register reg{
           ->capture_default_str()
           ->check(CLI::Range(int64_t{0}, int64_t{100000}));
       samples_cmd->add_option("--out", so->out, "markdown file for the table and the texts");
-      return [o, b, base, bench_cmd, so, samples_cmd] {
+      return [o, b, base, bench_cmd, so, samples_cmd, fo, ft] {
         if (base->parsed()) {
           cln::train::train_base(*o);
+          return 0;
+        }
+        if (ft->parsed()) {
+          cln::train::train_finetune(*fo);
           return 0;
         }
         if (samples_cmd->parsed()) return samples(*so);

@@ -1,6 +1,7 @@
-// The device cost model: per layer pass, FLOPs and bytes from the model's real shapes,
-// then time at a clock (a roofline with a co-runner taking a share of compute and
-// bandwidth), power, and energy. Every backend and controller asks this one place.
+// The device cost model: per layer pass, FLOPs and bytes from the model's real shapes
+// (counted by the engine's accounting, engine/accounting.h), then time at a clock (a roofline with
+// a co-runner taking a share of compute and bandwidth), power, and energy. Every backend and
+// controller asks this one place.
 //
 //   tc = flops / (work_per_cycle * f * compute_efficiency * a)         a = 1 - contention*s
 //   tm = bytes / (peak_bw * dram_efficiency * a) + bytes / (core_bytes_per_cycle * f * a)
@@ -82,7 +83,6 @@ class CostModel {
   CostOptions opt_;
   std::vector<OperatingPoint> levels_;
   const ComputeUnit* unit_ = nullptr;
-  double bytes_per_weight_ = 2;
   double weight_bytes_ = 0;
   double resident_ = 1;
 };

@@ -15,9 +15,9 @@
 namespace cln {
 
 struct ContextParams {
-  int64_t n_ctx = 0;        // KV cache length; 0 = the model's training context
-  int n_threads = 0;        // 0 = all cores
-  int64_t n_batch = 512;    // longest pass; longer prompts run as several passes
+  int64_t n_ctx = 0;      // KV cache length; 0 = the model's training context
+  int n_threads = 0;      // 0 = all cores
+  int64_t n_batch = 512;  // longest pass; longer prompts run as several passes
 };
 
 class Context {
@@ -37,8 +37,8 @@ class Context {
   // all_logits. Throws cln::Error if the cache would overflow or an id is out of range.
   std::span<const float> eval(std::span<const int32_t> tokens, bool all_logits = false);
 
-  void reset() { n_past_ = 0; }          // forget the cache
-  void truncate(int64_t n);              // keep the first n positions
+  void reset() { n_past_ = 0; }  // forget the cache
+  void truncate(int64_t n);      // keep the first n positions
 
   void set_hook(LayerHook hook) { hook_ = std::move(hook); }
   // LoRA experts and their weights for the next passes; empty = base model.
@@ -49,9 +49,11 @@ class Context {
 
  private:
   struct Scratch;
+  struct Pass;  // the inference executor of llama_forward (forward.h)
   void eval_pass(const int32_t* tokens, int64_t n, bool all_logits, float* logits_out);
-  void linear(int64_t layer, int slot, const kernels::Matrix& w, const float* x, int64_t n,
-              float* y, bool accumulate);
+  // y (+)= W x for this layer's matrix, then each active expert's low-rank product.
+  void linear(int64_t layer, LayerMatrix which, const float* x, int64_t n, float* y,
+              bool accumulate);
 
   std::shared_ptr<const Model> model_;
   std::unique_ptr<kernels::ThreadPool> pool_;

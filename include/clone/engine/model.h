@@ -1,30 +1,35 @@
-// A Llama-family model loaded from GGUF: weights stay in the memory-mapped file (no
-// copy), except small norm vectors, which are kept as F32. Where this CPU has faster
-// kernels for a rearranged layout (Q4_0/Q8_0 with AVX-512 VNNI), each matrix is packed
-// once at load and its mapped pages are released, so memory still holds one copy.
+// A Llama-family model's weights, bound to the tensors the schema (schema.h) lists for its
+// config. Loaded from GGUF, weights stay in the memory-mapped file (no copy), except small
+// norm vectors, which are kept as F32; where this CPU has faster kernels for a rearranged
+// layout (Q4_0/Q8_0 with AVX-512 VNNI), each matrix is packed once at load and its mapped
+// pages are released, so memory still holds one copy. A model can also view F32 weights
+// held elsewhere (the trainer's tensors), so the engine runs what is being trained.
 #pragma once
 
+#include <array>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "clone/engine/model_config.h"
+#include "clone/engine/schema.h"
 #include "clone/gguf/gguf.h"
 #include "clone/kernels/ops.h"
 
 namespace cln {
 
 struct LayerWeights {
-  // Matrices in GGUF orientation: rows = output features, cols = input features.
-  std::vector<float> attn_norm;  // F32 [n_embd]
-  kernels::Matrix wq;            // [n_head * dk, n_embd]      (absent when n_head == 0)
-  kernels::Matrix wk;            // [n_head_kv * dk, n_embd]
-  kernels::Matrix wv;            // [n_head_kv * dv, n_embd]
-  kernels::Matrix wo;            // [n_embd, n_head * dv]
-  std::vector<float> ffn_norm;   // F32 [n_embd]
-  kernels::Matrix gate;          // [n_ff, n_embd]             (absent when n_ff == 0)
-  kernels::Matrix up;            // [n_ff, n_embd]
-  kernels::Matrix down;          // [n_embd, n_ff]
+  // Matrices in GGUF orientation: rows = output features, cols = input features; absent
+  // (data == nullptr) when the layer has no such half.
+  std::array<kernels::Matrix, kLayerMatrices> mat;
+  const float* attn_norm = nullptr;  // F32 [n_embd]
+  const float* ffn_norm = nullptr;   // F32 [n_embd]
+  const kernels::Matrix& operator[](LayerMatrix m) const {
+    return mat[static_cast<size_t>(index(m))];
+  }
+  kernels::Matrix& operator[](LayerMatrix m) { return mat[static_cast<size_t>(index(m))]; }
+  const float* norm(LayerNorm n) const { return n == LayerNorm::Attn ? attn_norm : ffn_norm; }
 };
 
 class Model {
@@ -35,17 +40,26 @@ class Model {
   static std::shared_ptr<const Model> load(const std::string& path, bool pack = true);
   static std::shared_ptr<const Model> from_gguf(std::shared_ptr<const GgufFile> f,
                                                 bool pack = true);
+  // A model over F32 weights held by the caller: source(spec) gives the data of every
+  // tensor of model_tensors(cfg). Nothing is copied; the caller keeps the memory alive
+  // while the model is used, and what the model computes follows the memory's contents.
+  static std::shared_ptr<const Model> view_f32(
+      ModelConfig cfg, const std::function<const float*(const TensorSpec&)>& source);
 
   const ModelConfig& config() const { return cfg_; }
-  const GgufFile& gguf() const { return *file_; }
+  // The file the weights come from (throws for a view, which has none); null for a view.
+  const GgufFile& gguf() const;
   const std::shared_ptr<const GgufFile>& gguf_ptr() const { return file_; }
 
-  kernels::Matrix token_embd;      // [n_vocab, n_embd]
-  std::vector<float> output_norm;  // F32 [n_embd]
-  kernels::Matrix output;          // [n_vocab, n_embd] (token_embd when tied)
+  kernels::Matrix token_embd;          // [n_vocab, n_embd]
+  const float* output_norm = nullptr;  // F32 [n_embd]
+  kernels::Matrix output;              // [n_vocab, n_embd] (token_embd when tied)
   std::vector<LayerWeights> layers;
 
-  // Bytes of all weight tensors (what decode streams per token).
+  // The weight a layer-matrix name ("blk.3.attn_q.weight") refers to; nullptr if the model
+  // has none (no such layer, or the layer lacks that half).
+  const kernels::Matrix* find_matrix(std::string_view name) const;
+  // Bytes of all weight tensors at their storage types (accounting.h).
   size_t weight_bytes() const;
 
  private:
@@ -53,15 +67,8 @@ class Model {
   void pack_matrices();
   std::shared_ptr<const GgufFile> file_;
   std::vector<std::unique_ptr<kernels::PackedWeights>> packed_;
+  std::vector<std::vector<float>> norms_;  // F32 copies of the norm vectors read from a file
   ModelConfig cfg_;
 };
-
-// Names of the per-layer tensors, shared by the loader, the writer and LoRA.
-std::string layer_tensor_name(int64_t layer, const char* what);  // "blk.<layer>.<what>.weight"
-
-// The layer matrices LoRA can adapt, in LayerWeights order (wq, wk, wv, wo, gate, up, down).
-inline constexpr int kLayerMatrices = 7;
-inline constexpr const char* kLayerMatrixNames[kLayerMatrices] = {
-    "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
 
 }  // namespace cln

@@ -3,9 +3,10 @@
 #pragma once
 
 #include <cstdint>
-#include <random>
 #include <span>
 #include <vector>
+
+#include "clone/core/rng.h"
 
 namespace cln {
 
@@ -24,7 +25,7 @@ class Sampler {
 
  private:
   SamplerParams p_;
-  std::mt19937_64 rng_;
+  Rng rng_;
   std::vector<std::pair<float, int32_t>> cand_;
 };
 

@@ -1,102 +1,105 @@
-// A Llama-family model as trainable F32 tensors: the same shapes, names and math as the
-// engine (adjacent-pair RoPE, GQA, SwiGLU, RMSNorm, untied output head), so what is
-// trained here is written as an ordinary llama GGUF that the engine and llama.cpp load.
-// Optional LoRA adapters on any of q, k, v, o, gate, up, down: y = W x + (alpha/r) B (A x).
+// A Llama-family model as trainable F32 tensors, of any shape the engine runs: per-layer
+// heads, KV heads and FFN widths, layers without attention or without an FFN, a tied or
+// untied head. Its tensors are the schema's (engine/schema.h) and its forward pass is the
+// engine's (engine/forward.h) run with an autograd executor, so what is trained here is
+// what the engine and llama.cpp load: llama GGUF when all layers are alike, deci otherwise.
+//
+// LoRA adapters, any number, each with its weight: y = W x + sum_i w_i (alpha_i/r_i) B_i (A_i x).
 #pragma once
 
+#include <array>
 #include <cstdint>
-#include <map>
+#include <deque>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "clone/engine/model.h"
 #include "clone/engine/model_config.h"
+#include "clone/engine/schema.h"
 #include "clone/gguf/gguf.h"
 #include "clone/tokenizer/tokenizer.h"
 #include "clone/train/autograd.h"
 
 namespace cln::train {
 
-struct LlamaLayer {
-  TensorP attn_norm;  // [n_embd]
-  TensorP wq;         // [n_head * dk, n_embd]
-  TensorP wk;         // [n_head_kv * dk, n_embd]
-  TensorP wv;         // [n_head_kv * dv, n_embd]
-  TensorP wo;         // [n_embd, n_head * dv]
-  TensorP ffn_norm;   // [n_embd]
-  TensorP gate;       // [n_ff, n_embd]
-  TensorP up;         // [n_ff, n_embd]
-  TensorP down;       // [n_embd, n_ff]
-};
-
 struct LoraTensors {
   TensorP a;  // [r, in]   GGUF "<base>.lora_a", ne = [in, r]
   TensorP b;  // [out, r]  GGUF "<base>.lora_b", ne = [r, out]
 };
 
-// "q" -> "attn_q", ..., "down" -> "ffn_down"; throws on an unknown module name.
-std::string lora_module_tensor(const std::string& module);
+struct Adapter {
+  std::string name;
+  int64_t rank = 0;
+  float alpha = 0;
+  float weight = 1;  // w_i, this adapter's share in the forward pass
+  // per layer, per matrix (unset when not adapted)
+  std::vector<std::array<LoraTensors, kLayerMatrices>> pairs;
+  float scale() const { return alpha / static_cast<float>(rank); }
+  // A then B of every adapted matrix, in schema order.
+  std::vector<TensorP> params() const;
+};
 
 class LlamaModel {
  public:
   // Seeded init: matrices ~ N(0, 0.02), the residual-output projections (attn_output,
   // ffn_down) scaled by 1/sqrt(2 n_layer), norms 1. Same seed, same weights.
   static LlamaModel init(const ModelConfig& c, uint64_t seed);
-  // Every weight of a uniform llama GGUF as F32 (quantized types dequantized).
+  // Every weight of a llama or deci GGUF as F32 (quantized types dequantized).
   static LlamaModel from_gguf(const GgufFile& f);
 
   const ModelConfig& config() const { return cfg_; }
-  // All weights in GGUF order, named as in GGUF.
+  // The base weights in file order, named as in GGUF (a tied head is token_embd, once).
   const std::vector<TensorP>& params() const { return params_; }
   TensorP find(const std::string& name) const;  // nullptr if absent
   // Marks the base weights trainable or frozen (frozen: no gradient computed).
   void set_trainable(bool on);
 
-  // Adds adapters on the modules of every layer: A ~ U(-1/sqrt(in), 1/sqrt(in)), B = 0, so
-  // the model is unchanged until B trains. Freezes nothing by itself (see set_trainable).
-  void add_lora(int64_t rank, float alpha, const std::vector<std::string>& modules, uint64_t seed);
-  const std::map<std::string, LoraTensors>& lora() const { return lora_; }
-  std::vector<TensorP> lora_params() const;  // a then b, in layer order
-  float lora_alpha() const { return lora_alpha_; }
-  int64_t lora_rank() const { return lora_rank_; }
+  // A new adapter on `targets` of every layer that has them: A ~ U(-1/sqrt(in), 1/sqrt(in)),
+  // B = 0, so the model is unchanged until B trains. Freezes nothing by itself.
+  Adapter& add_lora(const std::string& name, int64_t rank, float alpha,
+                    const std::vector<LayerMatrix>& targets, uint64_t seed, float weight = 1);
+  // An adapter from a GGUF in llama.cpp's adapter layout (as write_lora_gguf writes it).
+  Adapter& load_lora(const GgufFile& f, float weight = 1);
+  // A deque: references to adapters stay valid as more are added.
+  std::deque<Adapter>& adapters() { return adapters_; }
+  const std::deque<Adapter>& adapters() const { return adapters_; }
 
   // Logits [n_seq * seq_len, n_vocab] for n_seq sequences of seq_len tokens each (rows
   // sequence-major); positions restart at 0 in every sequence.
   TensorP forward(Graph& g, const std::vector<int32_t>& tokens, int64_t n_seq,
                   int64_t seq_len) const;
 
-  // Writes the model as llama GGUF (F32), the tokenizer inside. Throws if the vocabulary
+  // The engine's model over these weights as they are now (no copy; adapters not included):
+  // evaluation and generation run the trained weights through the inference engine.
+  std::shared_ptr<const Model> engine_view() const;
+
+  // Writes the model as GGUF (F32) with the tokenizer inside. Throws if the vocabulary
   // size differs from the model's. `extra` keys are added as strings (training provenance).
   void write_gguf(const std::string& path, const Vocab& vocab,
                   const std::vector<std::pair<std::string, std::string>>& extra = {}) const;
-  // Writes the adapters in llama.cpp's LoRA adapter layout.
-  void write_lora_gguf(const std::string& path, const std::string& name) const;
+  // Writes one adapter in llama.cpp's LoRA adapter layout.
+  void write_lora_gguf(const std::string& path, const Adapter& a) const;
 
  private:
-  TensorP proj(Graph& g, const TensorP& x, const TensorP& w) const;
-  void index_params();
+  struct Exec;  // the autograd executor of llama_forward
+  struct Layer {
+    TensorP attn_norm, ffn_norm;
+    std::array<TensorP, kLayerMatrices> mat;
+  };
+  void bind(const std::vector<TensorSpec>& specs);
+  Adapter& new_adapter(const std::string& name, int64_t rank, float alpha, float weight);
 
   ModelConfig cfg_;
-  TensorP tok_embd_;  // [n_vocab, n_embd]
-  std::vector<LlamaLayer> layers_;
-  TensorP output_norm_;  // [n_embd]
-  TensorP output_;       // [n_vocab, n_embd]
-  std::vector<TensorP> params_;
-  std::map<std::string, LoraTensors> lora_;  // by base tensor name
-  float lora_alpha_ = 0;
-  int64_t lora_rank_ = 0;
+  std::vector<TensorP> params_;  // model_tensors(cfg_) order
+  TensorP tok_embd_, output_norm_, output_;
+  std::vector<Layer> layers_;
+  std::deque<Adapter> adapters_;
 };
 
 // A uniform llama shape from its sizes; head size n_embd / n_head.
 ModelConfig llama_shape(int64_t n_vocab, int64_t n_embd, int64_t n_layer, int64_t n_head,
                         int64_t n_head_kv, int64_t n_ff, int64_t n_ctx);
-
-// Deterministic random numbers, the same on every platform (splitmix64, Box-Muller).
-struct Rng {
-  uint64_t state;
-  explicit Rng(uint64_t seed) : state(seed) {}
-  uint64_t next();
-  double uniform();  // [0, 1)
-  double normal();
-};
 
 }  // namespace cln::train

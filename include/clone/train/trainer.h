@@ -1,56 +1,27 @@
-// Training loops: the base model from scratch and LoRA experts on a frozen base, with
-// checkpoints that resume bit for bit, a progress line, a loss curve (CSV and PNG),
-// and clear stops on bad input (no documents, tokenizer mismatch, checkpoint of
-// another shape, NaN/Inf loss).
+// Training runs: the base model from scratch, full-parameter fine-tuning of an existing
+// GGUF of any shape (recovery after pruning), and LoRA experts on a frozen base of any
+// shape. Each checkpoints and resumes bit for bit through the shared loop (loop.h) and
+// stops clearly on bad input (no documents, tokenizer mismatch, checkpoint of another
+// run, NaN/Inf loss).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "clone/train/llama.h"
+#include "clone/engine/model_config.h"
+#include "clone/engine/schema.h"
+#include "clone/train/loop.h"
 #include "clone/train/optim.h"
 
 namespace cln::train {
 
-// Windows of seq_len + 1 tokens drawn from several token streams. The batch of step s
-// depends only on (seed, s): resuming needs no loader state.
-class WindowSampler {
- public:
-  // weight: relative share of windows drawn from this stream.
-  void add(std::string name, std::vector<uint16_t> tokens, double weight);
-  // tokens/targets [n_seq * seq_len]: targets are tokens shifted by one.
-  void batch(uint64_t seed, int64_t step, int64_t n_seq, int64_t seq_len,
-             std::vector<int32_t>* tokens, std::vector<int32_t>* targets) const;
-  size_t size() const { return streams_.size(); }
-  const std::string& name(size_t i) const { return streams_[i].name; }
-  double share(size_t i) const;
-
- private:
-  struct Stream {
-    std::string name;
-    std::vector<uint16_t> tokens;
-    double weight;
-  };
-  std::vector<Stream> streams_;
-};
-
-// Checkpoint: "CLCK", version, the run's JSON description (shape, seed, data), step,
-// then every parameter and its AdamW m and v. Written to path.tmp, then renamed.
-void save_checkpoint(const std::string& path, const std::string& meta_json, int64_t step,
-                     AdamW& opt);
-// Restores weights and optimizer state; returns the step to continue from. Throws
-// cln::Error if the file is not a checkpoint or its parameters differ in name or shape
-// (the message names the first difference).
-int64_t load_checkpoint(const std::string& path, AdamW& opt, std::string* meta_json);
-
-struct BaseTrainOptions {
-  std::string data_dir = "out/data";  // tokens/<domain>.<split>.tok, tokenizer.model
-  std::string tokenizer;              // default data_dir/tokenizer.model
-  std::string out_dir = "out/base";   // checkpoint.bin, loss.csv, valid.csv, loss.png, model.gguf
+// What base training and fine-tuning share: the data mixture, validation and the loop.
+struct TextRunOptions {
+  std::string data_dir = "out/data";  // tokens/<domain>.<split>.tok
+  std::string out_dir = "out/base";   // checkpoint.bin, loss.csv, valid.csv, loss.png, train.log
   std::string model_out;              // default out_dir/model.gguf
-  // shape
-  int64_t n_embd = 192, n_layer = 12, n_head = 6, n_head_kv = 2, n_ff = 512;
+  std::vector<std::string> domains;   // empty = all domains
   int64_t batch = 8, seq_len = 256;
   Schedule sched;
   AdamWConfig adam;
@@ -59,23 +30,31 @@ struct BaseTrainOptions {
   double mix_temperature = 0.5;  // domain share ~ tokens^temperature
   int64_t log_every = 10, eval_every = 250, ckpt_every = 100;
   int64_t eval_windows = 16;    // validation windows per domain
-  int64_t test_tokens = 65536;  // test tokens per domain in the final perplexity table
-  int64_t stop_after = -1;      // stop this run after reaching this step (tests, demos)
-  bool resume = true;           // continue from out_dir/checkpoint.bin when it exists
+  int64_t test_tokens = 65536;  // test tokens per domain in the final perplexity table (0: none)
+  int64_t stop_after = -1;      // stop this run after reaching this step (resume later)
+  bool resume = true;
   bool verbose = true;
 };
 
-struct TrainReport {
-  int64_t first_step = 0;      // where this run started (0 or the resumed step)
-  int64_t last_step = 0;       // steps completed
-  std::vector<double> losses;  // training loss of each step this run
-  double tokens_per_s = 0;
+struct BaseTrainOptions : TextRunOptions {
+  std::string tokenizer;  // SentencePiece model (default data_dir/tokenizer.model)
+  int64_t n_embd = 192, n_layer = 12, n_head = 6, n_head_kv = 2, n_ff = 512;
 };
-
+// Trains a uniform Llama from random weights and writes it (with perplexity.md) at the end.
 TrainReport train_base(const BaseTrainOptions& o);
 
+struct FinetuneOptions : TextRunOptions {
+  std::string model;  // the GGUF to fine-tune (its tokenizer is used); any shape
+  FinetuneOptions() {
+    out_dir = "out/finetune";
+    sched = Schedule{3e-4, 20, 500, 0.1};
+  }
+};
+// Trains every weight of an existing model and writes a GGUF of the same shape (F32).
+TrainReport train_finetune(const FinetuneOptions& o);
+
 struct LoraTrainOptions {
-  std::string base;                   // base model GGUF (its tokenizer is used)
+  std::string base;                   // base model GGUF of any shape (its tokenizer is used)
   std::string data_dir = "out/data";  // tokens/<domain>.train.tok or tasks/<task>/train.jsonl
   std::string domain;                 // one of domain_names(), or
   std::string task;                   // one of task_names() (loss on the answer only)
@@ -83,7 +62,7 @@ struct LoraTrainOptions {
   std::string out_dir;                // loss.csv and train.log (default: beside out)
   int64_t rank = 8;
   float alpha = 16.0f;
-  std::vector<std::string> targets = {"q", "k", "v", "o", "gate", "up", "down"};
+  std::vector<LayerMatrix> targets = {kAllLayerMatrices.begin(), kAllLayerMatrices.end()};
   int64_t batch = 8, seq_len = 256;
   Schedule sched{1e-3, 20, 300, 0.1};
   AdamWConfig adam{0.9, 0.999, 1e-8, 0.0, 1.0};
@@ -91,41 +70,14 @@ struct LoraTrainOptions {
   int threads = 2;
   int64_t log_every = 10;
   int64_t ckpt_every = 50;  // adapter + AdamW state to <out_dir>/checkpoint.bin
-  int64_t stop_after = -1;  // stop this run after reaching this step (tests, demos)
-  bool resume = true;       // continue from <out_dir>/checkpoint.bin when it exists
+  int64_t stop_after = -1;
+  bool resume = true;
   bool verbose = true;
 };
-
 // Trains LoRA adapters on a frozen base and writes them in llama.cpp's adapter layout.
-// Interrupted runs resume from the checkpoint and repeat the loss curve bit for bit; a
-// checkpoint of another run (domain, task, rank, targets, seed, schedule, base) stops
+// A checkpoint of another run (domain, task, rank, targets, seed, schedule, base) stops
 // with a message naming the difference.
 TrainReport train_lora(const LoraTrainOptions& o);
-
-// Task items packed into rows of seq_len tokens: BOS prompt answer EOS, repeated; the
-// targets are -1 except on the answer and its EOS. Rows of the batch of step s depend
-// only on (seed, s).
-void task_batch(const std::vector<std::vector<int32_t>>& items,
-                const std::vector<int32_t>& prompt_len, uint64_t seed, int64_t step, int64_t n_seq,
-                int64_t seq_len, int32_t pad, std::vector<int32_t>* tokens,
-                std::vector<int32_t>* targets);
-
-// Per-domain perplexity of a model on token streams, next to a unigram model fitted on
-// each domain's training tokens (add-one smoothing). Rows: domain, tokens, model ppl,
-// unigram ppl.
-struct PerplexityRow {
-  std::string domain;
-  int64_t tokens = 0;
-  double model_ppl = 0, unigram_ppl = 0;
-};
-std::vector<PerplexityRow> domain_perplexity(const LlamaModel& m, const std::string& data_dir,
-                                             const std::string& split, int64_t seq_len,
-                                             int64_t max_tokens, int threads);
-
-// FLOPs of one training step (forward + backward) of a uniform llama: 6 per weight per
-// token for every matrix (output head included), plus causal attention (scores and
-// values, forward once and backward twice).
-double train_step_flops(const ModelConfig& c, int64_t n_seq, int64_t seq_len);
 
 // Times full training steps (forward, backward, AdamW) on random tokens after one
 // warm-up step; the same work `train_base` does per step.

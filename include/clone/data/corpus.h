@@ -13,14 +13,12 @@
 #include <string_view>
 #include <vector>
 
-namespace cln::train {
+namespace cln::data {
 
 enum class Split { Train = 0, Valid = 1, Test = 2 };
 std::string_view split_name(Split s);
 
-// FNV-1a 64 of the bytes; the split key.
-uint64_t fnv1a64(std::string_view s);
-// 90% train, 5% valid, 5% test, by fnv1a64(text) % 1000.
+// 90% train, 5% valid, 5% test, by fnv1a64(text) % 1000 (core/hash.h).
 Split split_of(std::string_view text);
 
 // The sources: where each is read from on Debian 12. Tests point these at small fixtures.
@@ -80,4 +78,4 @@ void build_corpora(const BuildOptions& o);
 std::vector<std::string> read_jsonl_texts(const std::string& path);
 std::vector<TaskItem> read_jsonl_tasks(const std::string& path);
 
-}  // namespace cln::train
+}  // namespace cln::data

@@ -9,7 +9,7 @@
 
 #include "clone/tokenizer/tokenizer.h"
 
-namespace cln::train {
+namespace cln::data {
 
 struct TokenizerTrainOptions {
   std::string data_dir = "out/data";  // reads corpus/<domain>/train.jsonl
@@ -26,26 +26,8 @@ std::string train_tokenizer(const TokenizerTrainOptions& o);
 // The vocabulary of a SentencePiece model in clone's (and GGUF's) form.
 Vocab vocab_from_sentencepiece(const std::string& model_path);
 
-// Token files: "CLTK", u32 version 1, u32 vocab size, u64 tokenizer fingerprint, u64 count,
-// then count u16 tokens: BOS document EOS, BOS document EOS, ...
-struct TokenFile {
-  uint32_t n_vocab = 0;
-  uint64_t fingerprint = 0;  // vocab_fingerprint() of the tokenizer that wrote it
-  std::vector<uint16_t> tokens;
-  int64_t n_docs = 0;  // BOS tokens, counted by the reader
-};
-// A hash of the pieces, in order: a model and a token file agree iff these are equal.
-uint64_t vocab_fingerprint(const Vocab& v);
-void write_token_file(const std::string& path, const TokenFile& f);
-// Throws cln::Error naming the file if it is missing, truncated or not a token file.
-TokenFile read_token_file(const std::string& path, int32_t bos);
-
 // Encodes every domain's splits into data_dir/tokens/<name>.<split>.tok.
 // Throws if a split has no documents.
 void encode_corpora(const std::string& data_dir, const std::string& model_path, bool verbose);
 
-// Path of one token file.
-std::string token_file_path(const std::string& data_dir, const std::string& name,
-                            const std::string& split);
-
-}  // namespace cln::train
+}  // namespace cln::data

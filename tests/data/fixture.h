@@ -7,15 +7,16 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "clone/train/corpus.h"
-#include "clone/train/llama.h"
-#include "clone/train/tokenizer_train.h"
+#include "clone/core/rng.h"
+#include "clone/data/corpus.h"
+#include "clone/data/token_file.h"
+#include "clone/data/tokenizer_train.h"
 
-namespace cln::train::testing {
+namespace cln::data::testing {
 
 inline std::string temp_dir(const std::string& name) {
   const auto p = std::filesystem::temp_directory_path() /
-                 ("clone-train-test-" + std::to_string(::getpid()) + "-" + name);
+                 ("clone-test-" + std::to_string(::getpid()) + "-" + name);
   std::filesystem::remove_all(p);
   std::filesystem::create_directories(p);
   return p.string();
@@ -60,4 +61,4 @@ inline std::string tiny_data(const std::string& name, int vocab = 300) {
   return dir;
 }
 
-}  // namespace cln::train::testing
+}  // namespace cln::data::testing

@@ -12,7 +12,7 @@
 #include "clone/core/table.h"
 #include "clone/engine/sampler.h"
 
-namespace cln::train {
+namespace cln::eval {
 
 struct SampleOptions {
   std::string model;                  // GGUF with its tokenizer
@@ -33,6 +33,7 @@ struct DomainSamples {
   // (prompt, continuation, stopped with EOS) of every document continued
   struct Example {
     std::string prompt, continuation;
+    int64_t n_generated = 0;  // tokens of the continuation (EOS excluded)
     bool eos = false;
   };
   std::vector<Example> examples;
@@ -47,4 +48,4 @@ Table eos_table(const std::vector<DomainSamples>& s);
 // Markdown: the EOS table, then each domain's examples.
 std::string samples_markdown(const std::vector<DomainSamples>& s, int64_t examples_per_domain);
 
-}  // namespace cln::train
+}  // namespace cln::eval

@@ -1,4 +1,4 @@
-#include "clone/train/expert_eval.h"
+#include "clone/eval/expert_eval.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,14 +7,17 @@
 #include <filesystem>
 
 #include "clone/core/error.h"
+#include "clone/data/corpus.h"
+#include "clone/data/token_file.h"
 #include "clone/engine/context.h"
+#include "clone/engine/generate.h"
 #include "clone/engine/lora.h"
 #include "clone/engine/model.h"
+#include "clone/eval/nll.h"
 #include "clone/tokenizer/tokenizer.h"
-#include "clone/train/corpus.h"
-#include "clone/train/tokenizer_train.h"
 
-namespace cln::train {
+namespace cln::eval {
+using data::TaskItem;
 namespace fs = std::filesystem;
 
 namespace {
@@ -27,59 +30,17 @@ std::string trim(std::string s) {
   return s.substr(i);
 }
 
-// Offsets of the evaluation windows: the trainer's (stream_loss) evenly spaced ones.
-std::vector<int64_t> window_offsets(size_t n_tokens, int64_t seq_len, int64_t max_tokens) {
-  const int64_t avail = static_cast<int64_t>(n_tokens) - seq_len - 1;
-  if (avail < 0) fail("a test stream of ", n_tokens, " tokens is shorter than one window");
-  const int64_t windows =
-      std::min<int64_t>(std::max<int64_t>(1, max_tokens / seq_len), avail / seq_len + 1);
-  std::vector<int64_t> off;
-  for (int64_t k = 0; k < windows; ++k)
-    off.push_back(windows > 1 ? k * (avail / std::max<int64_t>(1, windows - 1)) : 0);
-  return off;
-}
-
-// Mean negative log-likelihood of t[off+1 .. off+seq_len] given the tokens before it in
-// the window, over all windows, through the engine.
-double engine_nll(Context& ctx, const std::vector<uint16_t>& t, const std::vector<int64_t>& offs,
-                  int64_t seq_len) {
-  const int64_t V = ctx.model().config().n_vocab;
-  std::vector<int32_t> win(static_cast<size_t>(seq_len));
-  double nll = 0;
-  for (int64_t off : offs) {
-    for (int64_t i = 0; i < seq_len; ++i)
-      win[static_cast<size_t>(i)] = t[static_cast<size_t>(off + i)];
-    ctx.reset();
-    const std::span<const float> logits = ctx.eval(win, true);
-    for (int64_t i = 0; i < seq_len; ++i) {
-      const float* l = logits.data() + i * V;
-      const float mx = *std::max_element(l, l + V);
-      double s = 0;
-      for (int64_t v = 0; v < V; ++v) s += std::exp(static_cast<double>(l[v] - mx));
-      const int32_t target = t[static_cast<size_t>(off + i + 1)];
-      nll += std::log(s) - static_cast<double>(l[target] - mx);
-    }
-  }
-  return nll / static_cast<double>(offs.size() * static_cast<size_t>(seq_len));
-}
-
 // Greedy continuation of prompt until EOS or max_new tokens.
 std::string greedy(Context& ctx, const Tokenizer& tok, const std::string& prompt, int64_t max_new) {
-  std::vector<int32_t> ids = tok.encode(prompt, true);
+  const std::vector<int32_t> ids = tok.encode(prompt, true);
   if (static_cast<int64_t>(ids.size()) + max_new > ctx.n_ctx())
     fail("task prompt of ", ids.size(), " tokens does not fit a context of ", ctx.n_ctx());
   ctx.reset();
-  std::span<const float> logits = ctx.eval(ids);
-  std::vector<int32_t> out;
-  for (int64_t i = 0; i < max_new; ++i) {
-    const auto next =
-        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    if (next == tok.eos()) break;
-    out.push_back(next);
-    const int32_t one[1] = {next};
-    logits = ctx.eval(one);
-  }
-  return tok.decode(out);
+  GenerateParams p;
+  p.max_new = max_new;
+  p.sampling.temperature = 0;
+  p.eos = tok.eos();
+  return tok.decode(generate(ctx, ids, p).tokens);
 }
 
 double task_accuracy(Context& ctx, const Tokenizer& tok, const std::vector<TaskItem>& items,
@@ -100,7 +61,6 @@ ExpertEval evaluate_experts(const ExpertEvalOptions& o) {
   if (tok.n_vocab() != model->config().n_vocab)
     fail(o.base, ": the tokenizer has ", tok.n_vocab(), " tokens, the model ",
          model->config().n_vocab);
-  const uint64_t fp = vocab_fingerprint(tok.vocab());
   std::vector<std::shared_ptr<const LoraAdapter>> adapters;
   for (const ExpertSpec& e : o.experts) adapters.push_back(LoraAdapter::load(e.path, *model));
 
@@ -117,34 +77,20 @@ ExpertEval evaluate_experts(const ExpertEvalOptions& o) {
       ctx.set_loras({{adapters[m - 1], 1.0f}});
   };
 
-  for (const std::string& d : domain_names()) {
-    const std::string train_path = token_file_path(o.data_dir, d, "train");
-    const std::string test_path = token_file_path(o.data_dir, d, "test");
-    const TokenFile train = read_token_file(train_path, tok.bos());
-    const TokenFile test = read_token_file(test_path, tok.bos());
-    for (const TokenFile* f : {&train, &test})
-      if (f->fingerprint != fp || static_cast<int64_t>(f->n_vocab) != tok.n_vocab())
-        fail(f == &train ? train_path : test_path,
-             " was encoded with another tokenizer than "
-             "the one inside ",
-             o.base);
-    const std::vector<int64_t> offs = window_offsets(test.tokens.size(), o.seq_len, o.max_tokens);
-    // Unigram baseline (add-one smoothing, fitted on train) over the same predictions.
-    std::vector<double> counts(train.n_vocab, 1.0);
-    for (uint16_t t : train.tokens) counts[t] += 1.0;
-    double total = 0;
-    for (double c : counts) total += c;
-    double uni = 0;
-    for (int64_t off : offs)
-      for (int64_t i = 1; i <= o.seq_len; ++i)
-        uni -= std::log(counts[test.tokens[static_cast<size_t>(off + i)]] / total);
-    const auto n = static_cast<int64_t>(offs.size()) * o.seq_len;
+  for (const std::string& d : data::domain_names()) {
+    const data::TokenFile train =
+        data::read_token_file(data::token_file_path(o.data_dir, d, "train"), tok.vocab(), o.base);
+    const data::TokenFile test =
+        data::read_token_file(data::token_file_path(o.data_dir, d, "test"), tok.vocab(), o.base);
+    const Windows w = even_windows(static_cast<int64_t>(test.tokens.size()), o.seq_len,
+                                   std::max<int64_t>(1, o.max_tokens / o.seq_len));
+    const int64_t n = w.scored();
     r.domains.push_back(d);
     r.tokens.push_back(n);
-    r.unigram.push_back(std::exp(uni / static_cast<double>(n)));
+    r.unigram.push_back(std::exp(unigram_nll(train.tokens, tok.n_vocab(), test.tokens, w)));
     for (size_t m = 0; m < r.models.size(); ++m) {
       use(m);
-      r.ppl[m].push_back(std::exp(engine_nll(ctx, test.tokens, offs, o.seq_len)));
+      r.ppl[m].push_back(windowed_nll(ctx, std::span<const uint16_t>(test.tokens), w).ppl());
     }
     if (o.verbose) {
       std::fprintf(stderr, "expert eval: %-10s %lld tokens | unigram %.1f | base %.2f", d.c_str(),
@@ -157,9 +103,9 @@ ExpertEval evaluate_experts(const ExpertEvalOptions& o) {
     }
   }
 
-  for (const std::string& task : o.tasks.empty() ? task_names() : o.tasks) {
+  for (const std::string& task : o.tasks.empty() ? data::task_names() : o.tasks) {
     const std::string path = (fs::path(o.data_dir) / "tasks" / task / "test.jsonl").string();
-    const std::vector<TaskItem> all = read_jsonl_tasks(path);
+    const std::vector<TaskItem> all = data::read_jsonl_tasks(path);
     if (all.empty()) fail(path, ": no task items");
     // Evenly spaced items: the split is sorted, so a prefix would be one corner of it.
     std::vector<TaskItem> items;
@@ -176,8 +122,8 @@ ExpertEval evaluate_experts(const ExpertEvalOptions& o) {
     size_t right = 0, wrong = 0;
     for (size_t m = 1; m < r.models.size(); ++m) {
       if (r.models[m] == task) right = m;
-      const bool is_task =
-          std::find(task_names().begin(), task_names().end(), r.models[m]) != task_names().end();
+      const bool is_task = std::find(data::task_names().begin(), data::task_names().end(),
+                                     r.models[m]) != data::task_names().end();
       if (r.models[m] != task && is_task && wrong == 0) wrong = m;
     }
     if (wrong == 0)
@@ -242,4 +188,4 @@ Table task_table(const ExpertEval& e) {
   return t;
 }
 
-}  // namespace cln::train
+}  // namespace cln::eval

@@ -1,5 +1,5 @@
 // Readers that turn each Debian source into clean documents, and the generated tasks.
-#include "clone/train/corpus.h"
+#include "clone/data/corpus.h"
 
 #include <zlib.h>
 
@@ -14,8 +14,9 @@
 #include <unordered_set>
 
 #include "clone/core/error.h"
+#include "clone/core/hash.h"
 
-namespace cln::train {
+namespace cln::data {
 namespace fs = std::filesystem;
 
 std::string_view split_name(Split s) {
@@ -28,15 +29,6 @@ std::string_view split_name(Split s) {
       return "test";
   }
   return "?";
-}
-
-uint64_t fnv1a64(std::string_view s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
 }
 
 Split split_of(std::string_view text) {
@@ -595,4 +587,4 @@ std::vector<TaskItem> read_jsonl_tasks(const std::string& path) {
   return out;
 }
 
-}  // namespace cln::train
+}  // namespace cln::data

@@ -5,10 +5,11 @@
 #include <fstream>
 
 #include "clone/core/error.h"
-#include "clone/train/corpus.h"
+#include "clone/core/hash.h"
+#include "clone/data/corpus.h"
 #include "fixture.h"
 
-namespace cln::train {
+namespace cln::data {
 namespace {
 
 TEST(Corpus, ReflowJoinsParagraphLines) {
@@ -116,4 +117,4 @@ TEST(Tasks, WordnetPartOfSpeechFromAFixture) {
 }
 
 }  // namespace
-}  // namespace cln::train
+}  // namespace cln::data

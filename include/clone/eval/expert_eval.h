@@ -12,7 +12,7 @@
 
 #include "clone/core/table.h"
 
-namespace cln::train {
+namespace cln::eval {
 
 struct ExpertSpec {
   std::string name;  // domain or task it was trained on (file stem by default)
@@ -56,4 +56,4 @@ Table perplexity_table(const ExpertEval& e);
 // Rows: each task; columns: items, base, right expert, wrong expert accuracy (%).
 Table task_table(const ExpertEval& e);
 
-}  // namespace cln::train
+}  // namespace cln::eval

@@ -1,17 +1,18 @@
-#include "clone/train/samples.h"
+#include "clone/eval/samples.h"
 
 #include <algorithm>
 #include <cstdio>
 
 #include "clone/core/error.h"
 #include "clone/core/stats.h"
+#include "clone/data/corpus.h"
+#include "clone/data/token_file.h"
 #include "clone/engine/context.h"
+#include "clone/engine/generate.h"
 #include "clone/engine/model.h"
 #include "clone/tokenizer/tokenizer.h"
-#include "clone/train/corpus.h"
-#include "clone/train/tokenizer_train.h"
 
-namespace cln::train {
+namespace cln::eval {
 
 namespace {
 
@@ -39,15 +40,12 @@ std::vector<DomainSamples> sample_domains(const SampleOptions& o) {
     fail("samples: documents, prompt length and limit must be at least 1");
   const auto model = Model::load(o.model);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
-  const uint64_t fp = vocab_fingerprint(tok.vocab());
   Context ctx(model, {1 + o.prompt_tokens + o.max_new, o.threads, 512});
   std::vector<DomainSamples> out;
   uint64_t seed = o.sampling.seed;
-  for (const std::string& d : domain_names()) {
-    const std::string path = token_file_path(o.data_dir, d, "test");
-    const TokenFile f = read_token_file(path, tok.bos());
-    if (f.fingerprint != fp || static_cast<int64_t>(f.n_vocab) != tok.n_vocab())
-      fail(path, " was encoded with another tokenizer than the one inside ", o.model);
+  for (const std::string& d : data::domain_names()) {
+    const std::string path = data::token_file_path(o.data_dir, d, "test");
+    const data::TokenFile f = data::read_token_file(path, tok.vocab(), o.model);
     std::vector<std::vector<int32_t>> docs;
     for (auto& doc : split_documents(f.tokens, tok.bos(), tok.eos()))
       if (static_cast<int64_t>(doc.size()) > o.prompt_tokens) docs.push_back(std::move(doc));
@@ -61,28 +59,20 @@ std::vector<DomainSamples> sample_domains(const SampleOptions& o) {
       const auto& doc = docs[static_cast<size_t>(k * static_cast<int64_t>(docs.size()) / s.n)];
       std::vector<int32_t> prompt = {tok.bos()};
       prompt.insert(prompt.end(), doc.begin(), doc.begin() + o.prompt_tokens);
-      SamplerParams sp = o.sampling;
-      sp.seed = seed++;
-      Sampler sampler(sp);
+      GenerateParams gp;
+      gp.max_new = o.max_new;
+      gp.sampling = o.sampling;
+      gp.sampling.seed = seed++;
+      gp.eos = tok.eos();
       ctx.reset();
-      std::span<const float> logits = ctx.eval(prompt);
-      std::vector<int32_t> gen;
-      bool eos = false;
-      while (static_cast<int64_t>(gen.size()) < o.max_new) {
-        const int32_t next = sampler.sample(logits);
-        if (next == tok.eos()) {
-          eos = true;
-          break;
-        }
-        gen.push_back(next);
-        if (static_cast<int64_t>(gen.size()) == o.max_new) break;
-        const int32_t one[1] = {next};
-        logits = ctx.eval(one);
-      }
+      const Generation g = generate(ctx, prompt, gp);
+      const std::vector<int32_t>& gen = g.tokens;
+      const bool eos = g.stop == StopReason::Eos;
       s.ended_with_eos += eos;
       gen_len.push_back(static_cast<double>(gen.size()));
       doc_len.push_back(static_cast<double>(doc.size()) - static_cast<double>(o.prompt_tokens));
-      s.examples.push_back({tok.decode(std::span(prompt).subspan(1)), tok.decode(gen), eos});
+      s.examples.push_back({tok.decode(std::span(prompt).subspan(1)), tok.decode(gen),
+                            static_cast<int64_t>(gen.size()), eos});
     }
     s.median_generated = median(gen_len);
     s.median_document = median(doc_len);
@@ -125,4 +115,4 @@ std::string samples_markdown(const std::vector<DomainSamples>& s, int64_t exampl
   return md;
 }
 
-}  // namespace cln::train
+}  // namespace cln::eval

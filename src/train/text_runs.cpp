@@ -1,0 +1,187 @@
+// Base training and full-parameter fine-tuning: a model trained on the mixture of the
+// corpora's training splits, validated on their valid splits through the engine, and
+// written as GGUF with a per-domain test perplexity table at the end.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "clone/core/error.h"
+#include "clone/data/corpus.h"
+#include "clone/data/token_file.h"
+#include "clone/data/tokenizer_train.h"
+#include "clone/engine/context.h"
+#include "clone/eval/domains.h"
+#include "clone/eval/nll.h"
+#include "clone/train/batches.h"
+#include "clone/train/trainer.h"
+
+namespace cln::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TextData {
+  WindowSampler train;
+  std::vector<std::pair<std::string, std::vector<uint16_t>>> valid;
+};
+
+TextData load_text(const TextRunOptions& o, const Vocab& vocab, const std::string& source) {
+  TextData d;
+  const std::vector<std::string>& names = o.domains.empty() ? data::domain_names() : o.domains;
+  for (const std::string& name : names) {
+    if (std::find(data::domain_names().begin(), data::domain_names().end(), name) ==
+        data::domain_names().end())
+      fail("unknown domain '", name, "'");
+    for (const char* split : {"train", "valid"}) {
+      const std::string path = data::token_file_path(o.data_dir, name, split);
+      data::TokenFile f = data::read_token_file(path, vocab, source);
+      if (f.n_docs == 0) fail(path, ": no documents");
+      if (std::string(split) == "train") {
+        const double w = std::pow(static_cast<double>(f.tokens.size()), o.mix_temperature);
+        d.train.add(name, std::move(f.tokens), w);
+      } else {
+        d.valid.emplace_back(name, std::move(f.tokens));
+      }
+    }
+  }
+  return d;
+}
+
+// Trains `model` (every base weight) on the mixture and, when the run completes, writes
+// the model and the test perplexity table.
+TrainReport run_text(LlamaModel& model, const Vocab& vocab, const std::string& source,
+                     const TextRunOptions& o, const nlohmann::json& meta,
+                     const std::vector<std::string>& resume_keys, const std::string& label,
+                     std::vector<std::pair<std::string, std::string>> extra) {
+  TextData data = load_text(o, vocab, source);
+  AdamW opt(model.params(), o.adam);
+  kernels::ThreadPool pool(o.threads);
+  if (o.verbose) {
+    std::fprintf(stderr,
+                 "%s: %lld parameters, %lld layers x %lld wide, vocab %lld, %lld x %lld tokens "
+                 "per step, %lld steps\n",
+                 label.c_str(), static_cast<long long>(model.config().n_params()),
+                 static_cast<long long>(model.config().n_layer()),
+                 static_cast<long long>(model.config().n_embd),
+                 static_cast<long long>(model.config().n_vocab), static_cast<long long>(o.batch),
+                 static_cast<long long>(o.seq_len), static_cast<long long>(o.sched.steps));
+    for (size_t i = 0; i < data.train.size(); ++i)
+      std::fprintf(stderr, "%s: domain %-10s share %.3f\n", label.c_str(),
+                   data.train.name(i).c_str(), data.train.share(i));
+  }
+  // Validation runs the weights being trained through the engine (a view, no copy).
+  const auto view = model.engine_view();
+  Context ctx(view, {o.seq_len, o.threads, o.seq_len});
+  LoopCallbacks cb;
+  cb.batch = [&](int64_t step, std::vector<int32_t>* tok, std::vector<int32_t>* tgt) {
+    data.train.batch(o.seed, step, o.batch, o.seq_len, tok, tgt);
+  };
+  cb.validate = [&]() {
+    double sum = 0;
+    std::string parts;
+    for (const auto& [name, stream] : data.valid) {
+      const eval::Windows w =
+          eval::even_windows(static_cast<int64_t>(stream.size()), o.seq_len, o.eval_windows);
+      const double l = eval::windowed_nll(ctx, std::span<const uint16_t>(stream), w).mean_nll;
+      sum += l;
+      char b[64];
+      std::snprintf(b, sizeof b, " %s %.3f", name.c_str(), l);
+      parts += b;
+    }
+    return std::make_pair(sum / static_cast<double>(data.valid.size()), parts);
+  };
+  LoopOptions lo;
+  lo.dir = o.out_dir;
+  lo.label = label;
+  lo.sched = o.sched;
+  lo.n_seq = o.batch;
+  lo.seq_len = o.seq_len;
+  lo.log_every = o.log_every;
+  lo.eval_every = o.eval_every;
+  lo.ckpt_every = o.ckpt_every;
+  lo.stop_after = o.stop_after;
+  lo.resume = o.resume;
+  lo.verbose = o.verbose;
+  lo.meta_json = meta.dump();
+  lo.resume_keys = resume_keys;
+  const TrainReport rep = run_loop(model, opt, pool, lo, cb);
+  if (!rep.done) return rep;
+  const std::string out =
+      o.model_out.empty() ? (fs::path(o.out_dir) / "model.gguf").string() : o.model_out;
+  extra.emplace_back("clone.training.run", meta.dump());
+  model.write_gguf(out, vocab, extra);
+  if (o.verbose) std::fprintf(stderr, "%s: wrote %s\n", label.c_str(), out.c_str());
+  if (o.test_tokens > 0) {
+    const auto rows = eval::domain_perplexity(view, vocab, source, o.data_dir, "test", o.seq_len,
+                                              o.test_tokens, o.threads);
+    const eval::Windows w = eval::even_windows(1 << 30, o.seq_len, o.test_tokens / o.seq_len);
+    const std::string md = "Test split, per domain: up to " + std::to_string(w.starts.size()) +
+                           " evenly spaced windows of " + std::to_string(o.seq_len) +
+                           " tokens, every prediction scored (eval::even_windows); unigram "
+                           "fitted on the training split with add-one smoothing.\n\n" +
+                           eval::domain_table(rows).markdown();
+    std::ofstream((fs::path(o.out_dir) / "perplexity.md").string()) << md;
+    if (o.verbose) std::fputs(md.c_str(), stderr);
+  }
+  return rep;
+}
+
+nlohmann::json common_meta(const TextRunOptions& o, uint64_t fingerprint) {
+  std::string domains;
+  for (const std::string& d : o.domains) domains += (domains.empty() ? "" : ",") + d;
+  return {{"batch", o.batch},    {"seq_len", o.seq_len},
+          {"seed", o.seed},      {"steps", o.sched.steps},
+          {"lr", o.sched.lr},    {"warmup", o.sched.warmup},
+          {"domains", domains},  {"tokenizer_fingerprint", fingerprint},
+          {"threads", o.threads}};
+}
+
+}  // namespace
+
+TrainReport train_base(const BaseTrainOptions& o) {
+  const std::string tok_path =
+      o.tokenizer.empty() ? (fs::path(o.data_dir) / "tokenizer.model").string() : o.tokenizer;
+  const Vocab vocab = data::vocab_from_sentencepiece(tok_path);
+  const auto V = static_cast<int64_t>(vocab.tokens.size());
+  LlamaModel model = LlamaModel::init(
+      llama_shape(V, o.n_embd, o.n_layer, o.n_head, o.n_head_kv, o.n_ff, o.seq_len), o.seed);
+  nlohmann::json meta = common_meta(o, data::vocab_fingerprint(vocab));
+  meta.update({{"n_vocab", V},
+               {"n_embd", o.n_embd},
+               {"n_layer", o.n_layer},
+               {"n_head", o.n_head},
+               {"n_head_kv", o.n_head_kv},
+               {"n_ff", o.n_ff}});
+  return run_text(model, vocab, tok_path, o, meta,
+                  {"batch", "seq_len", "seed", "steps", "tokenizer_fingerprint", "domains"},
+                  "train",
+                  {{"general.description",
+                    "clone base model trained from scratch on Debian text "
+                    "corpora (clone train base)"}});
+}
+
+TrainReport train_finetune(const FinetuneOptions& o) {
+  if (o.model.empty()) fail("finetune: no model to fine-tune");
+  const auto f = GgufFile::open(o.model);
+  const Tokenizer tok = Tokenizer::from_gguf(*f);
+  LlamaModel model = LlamaModel::from_gguf(*f);
+  if (tok.n_vocab() != model.config().n_vocab)
+    fail(o.model, ": the tokenizer has ", tok.n_vocab(), " tokens, the model ",
+         model.config().n_vocab);
+  nlohmann::json meta = common_meta(o, data::vocab_fingerprint(tok.vocab()));
+  meta.update({{"model", fs::path(o.model).filename().string()},
+               {"model_params", model.config().n_params()},
+               {"model_bytes", static_cast<int64_t>(fs::file_size(o.model))}});
+  // The source's own provenance (how it was pruned, trained) is kept beside the new run's.
+  std::vector<std::pair<std::string, std::string>> extra = {
+      {"general.description", "fine-tuned from " + fs::path(o.model).filename().string() +
+                                  " (clone train finetune: every weight, on the training splits)"}};
+  for (const auto& [k, v] : f->metadata())
+    if (k.starts_with("clone.") && v.type == GgufType::STRING)
+      extra.emplace_back(k == "clone.training.run" ? "clone.source.training.run" : k, v.s);
+  return run_text(model, tok.vocab(), o.model, o, meta, {}, "finetune", std::move(extra));
+}
+
+}  // namespace cln::train
