@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
-#include <nlohmann/json.hpp>
 
 #include "clone/core/error.h"
 #include "clone/core/table.h"
@@ -43,29 +42,12 @@ int bench(const BenchOpts& o) {
          static_cast<long long>(o.batch), static_cast<long long>(o.seq_len), b.step_s,
          b.tokens_per_s, b.gflops, 100.0 * b.gflops / lim.fma_gflops});
   if (o.torch) {
-    char cmd[1024];
-    std::snprintf(cmd, sizeof cmd,
-                  "%s %s bench --threads %d --vocab %lld --n-embd %lld "
-                  "--n-layer %lld --n-head %lld --n-head-kv %lld --n-ff %lld --batch %lld "
-                  "--seq-len %lld --steps %d",
-                  o.python.c_str(), o.torch_script.c_str(), o.threads,
-                  static_cast<long long>(o.vocab), static_cast<long long>(o.n_embd),
-                  static_cast<long long>(o.n_layer), static_cast<long long>(o.n_head),
-                  static_cast<long long>(o.n_head_kv), static_cast<long long>(o.n_ff),
-                  static_cast<long long>(o.batch), static_cast<long long>(o.seq_len), o.steps);
-    FILE* p = popen(cmd, "r");
-    if (!p) fail("cannot run ", cmd);
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    if (pclose(p) != 0) fail("the PyTorch benchmark failed: ", cmd);
-    const auto j = nlohmann::json::parse(out.substr(out.find('{')));
-    const double step_s = j["step_s"].get<double>();
-    t.add({j["impl"].get<std::string>(), static_cast<long long>(o.threads),
-           j["params"].get<long long>(), static_cast<long long>(o.batch),
-           static_cast<long long>(o.seq_len), step_s, j["tokens_per_s"].get<double>(),
-           flops / step_s / 1e9, 100.0 * flops / step_s / 1e9 / lim.fma_gflops});
+    const train::TorchBench tb = train::bench_torch_step(o.python, o.torch_script, c, o.batch,
+                                                         o.seq_len, o.steps, o.threads);
+    t.add({tb.impl, static_cast<long long>(o.threads), static_cast<long long>(tb.params),
+           static_cast<long long>(o.batch), static_cast<long long>(o.seq_len), tb.step_s,
+           tb.tokens_per_s, flops / tb.step_s / 1e9,
+           100.0 * flops / tb.step_s / 1e9 / lim.fma_gflops});
   }
   std::printf("%s", t.format(o.format).c_str());
   if (o.format == "md")

@@ -59,12 +59,4 @@ std::vector<int32_t> read_ids_file(const std::string& path) {
   return ids;
 }
 
-size_t rss_bytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  return 0;
-}
-
 }  // namespace cln::cli

@@ -1,7 +1,6 @@
-// Pieces several subcommands share: LoRA specs, token-id files, timing.
+// Pieces several subcommands share: LoRA specs, token-id files.
 #pragma once
 
-#include <chrono>
 #include <string>
 #include <vector>
 
@@ -17,13 +16,5 @@ std::vector<ActiveLora> load_loras(const std::vector<std::string>& specs, const 
 std::vector<int32_t> read_ids_file(const std::string& path);
 
 std::string read_text_file(const std::string& path);
-
-inline double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// Resident set size of this process now, in bytes (/proc/self/status VmRSS); mapped
-// weight pages count once they have been touched.
-size_t rss_bytes();
 
 }  // namespace cln::cli

@@ -87,5 +87,15 @@ struct StepBench {
 };
 StepBench bench_train_step(const ModelConfig& c, int64_t n_seq, int64_t seq_len, int steps,
                            int threads);
+// The same steps of the same uniform shape in PyTorch (tests/train/torch_llama.py bench, run
+// by `python`): the reference the training speed is compared with. impl names the version.
+struct TorchBench {
+  std::string impl;
+  int64_t params = 0;
+  double step_s = 0, tokens_per_s = 0;
+};
+TorchBench bench_torch_step(const std::string& python, const std::string& script,
+                            const ModelConfig& c, int64_t n_seq, int64_t seq_len, int steps,
+                            int threads);
 
 }  // namespace cln::train
