@@ -26,24 +26,18 @@ void Mlp::init(int inputs, int hidden, uint64_t seed) {
   scale.assign(static_cast<size_t>(inputs), 1);
 }
 
-float Mlp::forward_norm(const float* xn, float* hidden) const {
+float Mlp::forward(const float* x) const {
+  float xn[64];
+  for (int i = 0; i < n_in; ++i)
+    xn[i] = (x[i] - mean[static_cast<size_t>(i)]) * scale[static_cast<size_t>(i)];
   float o = b2;
   for (int j = 0; j < n_hidden; ++j) {
     const float* w = &w1[static_cast<size_t>(j * n_in)];
     float a = b1[static_cast<size_t>(j)];
     for (int i = 0; i < n_in; ++i) a += w[i] * xn[i];
-    float h = std::tanh(a);
-    if (hidden) hidden[j] = h;
-    o += w2[static_cast<size_t>(j)] * h;
+    o += w2[static_cast<size_t>(j)] * std::tanh(a);
   }
   return 1.0f / (1.0f + std::exp(-o));
-}
-
-float Mlp::forward(const float* x) const {
-  float xn[64];
-  for (int i = 0; i < n_in; ++i)
-    xn[i] = (x[i] - mean[static_cast<size_t>(i)]) * scale[static_cast<size_t>(i)];
-  return forward_norm(xn, nullptr);
 }
 
 void Mlp::save(const std::string& path, const std::string& meta_json) const {

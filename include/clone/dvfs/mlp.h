@@ -1,6 +1,7 @@
 // The learned controller's network: inputs -> tanh hidden -> sigmoid output, the output
 // being the clock as a fraction of the way from the lowest to the highest level.
 // Plain arrays, no allocation per call: a decision is a few hundred multiply-adds.
+// Trained by dvfs/mlp_fit.h through the shared autograd; this is the inference copy.
 #pragma once
 
 #include <cstdint>
@@ -19,9 +20,7 @@ struct Mlp {
 
   void init(int inputs, int hidden, uint64_t seed);
   int n_params() const { return n_hidden * n_in + n_hidden + n_hidden + 1; }
-  float forward(const float* x) const;  // in (0, 1)
-  // Forward keeping the hidden activations (for training); x already normalised.
-  float forward_norm(const float* xn, float* hidden) const;
+  float forward(const float* x) const;  // in (0, 1); x raw, normalised here
 
   void save(const std::string& path, const std::string& meta_json = "{}") const;
   static Mlp load(const std::string& path);  // throws cln::Error naming the bad field
