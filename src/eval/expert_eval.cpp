@@ -5,9 +5,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <map>
 
 #include "clone/core/error.h"
 #include "clone/data/corpus.h"
+#include "clone/data/tasks.h"
 #include "clone/data/token_file.h"
 #include "clone/engine/context.h"
 #include "clone/engine/generate.h"
@@ -41,6 +44,23 @@ std::string greedy(Context& ctx, const Tokenizer& tok, const std::string& prompt
   p.sampling.temperature = 0;
   p.eos = tok.eos();
   return tok.decode(generate(ctx, ids, p).tokens);
+}
+
+double rule_accuracy(const std::vector<TaskItem>& items,
+                     const std::function<std::string(const TaskItem&)>& rule) {
+  int64_t hits = 0;
+  for (const TaskItem& it : items) hits += trim(rule(it)) == trim(it.answer);
+  return static_cast<double>(hits) / static_cast<double>(items.size());
+}
+
+// The most frequent answer (the first in file order among ties).
+std::string majority_answer(const std::vector<TaskItem>& items) {
+  std::map<std::string, int64_t> count;
+  std::string best;
+  int64_t most = 0;
+  for (const TaskItem& it : items)
+    if (++count[trim(it.answer)] > most) most = count[trim(it.answer)], best = trim(it.answer);
+  return best;
 }
 
 double task_accuracy(Context& ctx, const Tokenizer& tok, const std::vector<TaskItem>& items,
@@ -115,6 +135,13 @@ ExpertEval evaluate_experts(const ExpertEvalOptions& o) {
     ExpertEval::TaskRow row;
     row.task = task;
     row.items = n;
+    row.surface = rule_accuracy(items, [&](const TaskItem& it) { return data::surface_rule(task, it.prompt); });
+    row.copy = rule_accuracy(items, [&](const TaskItem& it) { return data::copy_input(task, it.prompt); });
+    const fs::path train = fs::path(o.data_dir) / "tasks" / task / "train.jsonl";
+    if (fs::exists(train) && fs::file_size(train) > 0) {
+      const std::string answer = majority_answer(data::read_jsonl_tasks(train.string()));
+      row.majority = rule_accuracy(items, [&](const TaskItem&) { return answer; });
+    }
     use(0);
     row.base = task_accuracy(ctx, tok, items, o.max_new);
     // The right expert has the task's name; the wrong one is the first other task
@@ -175,16 +202,17 @@ Table perplexity_table(const ExpertEval& e) {
 }
 
 Table task_table(const ExpertEval& e) {
-  Table t({"task", "items", "base (%)", "right expert", "right (%)", "wrong expert", "wrong (%)"});
+  Table t({"task", "items", "majority (%)", "surface rule (%)", "copy input (%)", "base (%)",
+           "right expert", "right (%)", "wrong expert", "wrong (%)"});
   t.set_precision(1);
-  for (const auto& r : e.tasks) {
-    const auto pct = [](double a) -> Table::Cell {
-      if (a < 0) return std::string("-");
-      return 100.0 * a;
-    };
-    t.add({r.task, static_cast<long long>(r.items), 100.0 * r.base, r.right.empty() ? "-" : r.right,
-           pct(r.with_right), r.wrong.empty() ? "-" : r.wrong, pct(r.with_wrong)});
-  }
+  const auto pct = [](double a) -> Table::Cell {
+    if (a < 0) return std::string("-");
+    return 100.0 * a;
+  };
+  for (const auto& r : e.tasks)
+    t.add({r.task, static_cast<long long>(r.items), pct(r.majority), pct(r.surface), pct(r.copy),
+           100.0 * r.base, r.right.empty() ? "-" : r.right, pct(r.with_right),
+           r.wrong.empty() ? "-" : r.wrong, pct(r.with_wrong)});
   return t;
 }
 

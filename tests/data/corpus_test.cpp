@@ -89,32 +89,5 @@ TEST(Corpus, DictdEntriesFromAFixture) {
   EXPECT_THROW(read_domain("dictionary", p), Error);
 }
 
-TEST(Tasks, ArithmeticIsCorrectAndComplete) {
-  const auto items = make_task("arithmetic", SourcePaths{});
-  EXPECT_EQ(items.size(), 10000u + 5050u);
-  for (const auto& it : items) {
-    const size_t op = it.prompt.find_first_of("+-");
-    const int a = std::stoi(it.prompt.substr(0, op));
-    const int b = std::stoi(it.prompt.substr(op + 1));
-    EXPECT_EQ(std::stoi(it.answer), it.prompt[op] == '+' ? a + b : a - b) << it.prompt;
-    EXPECT_EQ(it.prompt.back(), '=');
-  }
-}
-
-TEST(Tasks, WordnetPartOfSpeechFromAFixture) {
-  const std::string dir = testing::temp_dir("wn");
-  std::ofstream(dir + "/index.noun") << "  license line\napple n 1 1 @ 1 0 07739125\nrun n 1\n";
-  std::ofstream(dir + "/index.verb") << "run v 1\nglisten v 1\n";
-  std::ofstream(dir + "/index.adj") << "red-hot a 1\n";
-  std::ofstream(dir + "/index.adv") << "";
-  SourcePaths p;
-  p.wordnet_dir = dir;
-  const auto items = make_task("wordnet_pos", p);
-  ASSERT_EQ(items.size(), 2u);  // run is ambiguous, red-hot is not a plain word
-  EXPECT_EQ(items[0].prompt, "Word: apple\nPart of speech:");
-  EXPECT_EQ(items[0].answer, " noun");
-  EXPECT_EQ(items[1].answer, " verb");
-}
-
 }  // namespace
 }  // namespace cln::data

@@ -133,11 +133,11 @@ TEST(ExpertEval, TablesAgreeWithIndependentComputations) {
   lo.sched = train::Schedule{3e-2, 2, 30, 0.1};
   lo.verbose = false;
   train::train_lora(lo);
-  fs::create_directories(data_dir() + "/tasks/arithmetic");
+  fs::create_directories(data_dir() + "/tasks/addition");
   std::vector<data::TaskItem> items;
   for (int a = 0; a < 6; ++a) items.push_back({std::to_string(a) + "+1=", std::to_string(a + 1)});
   {
-    std::ofstream f(data_dir() + "/tasks/arithmetic/test.jsonl");
+    std::ofstream f(data_dir() + "/tasks/addition/test.jsonl");
     for (const auto& it : items)
       f << nlohmann::json{{"prompt", it.prompt}, {"answer", it.answer}}.dump() << "\n";
   }
@@ -145,7 +145,7 @@ TEST(ExpertEval, TablesAgreeWithIndependentComputations) {
   o.base = base;
   o.data_dir = data_dir();
   o.experts = {{"quotes", dir + "/quotes.gguf"}};
-  o.tasks = {"arithmetic"};
+  o.tasks = {"addition"};
   o.seq_len = 16;
   o.max_tokens = 64;
   o.task_items = 6;
@@ -193,7 +193,7 @@ TEST(ExpertEval, TablesAgreeWithIndependentComputations) {
   };
   for (const auto& it : items) hits += trim(trainer_greedy(tm, tok, it.prompt, 4)) == it.answer;
   EXPECT_DOUBLE_EQ(e.tasks[0].base, hits / 6.0);
-  EXPECT_TRUE(e.tasks[0].right.empty());  // no arithmetic expert in this bank
+  EXPECT_TRUE(e.tasks[0].right.empty());  // no addition expert in this bank
   EXPECT_EQ(e.tasks[0].wrong, "quotes");
   EXPECT_EQ(perplexity_table(e).rows().size(), 3u);  // unigram, base, quotes
 

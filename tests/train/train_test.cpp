@@ -322,9 +322,9 @@ TEST(Lora, TrainsOnAFrozenBaseAndWritesAnAdapterTheEngineLoads) {
   const std::string out = testing::temp_dir("lora");
   train_base(tiny_options(out));
   const std::string base = out + "/model.gguf";
-  fs::create_directories(data_dir() + "/tasks/arithmetic");
+  fs::create_directories(data_dir() + "/tasks/addition");
   {
-    std::ofstream f(data_dir() + "/tasks/arithmetic/train.jsonl");
+    std::ofstream f(data_dir() + "/tasks/addition/train.jsonl");
     for (int a = 0; a < 10; ++a)
       f << nlohmann::json{{"prompt", std::to_string(a) + "+1="}, {"answer", std::to_string(a + 1)}}
                .dump()
@@ -335,7 +335,7 @@ TEST(Lora, TrainsOnAFrozenBaseAndWritesAnAdapterTheEngineLoads) {
     o.base = base;
     o.data_dir = data_dir();
     (std::string(which) == "domain" ? o.domain : o.task) =
-        std::string(which) == "domain" ? "code" : "arithmetic";
+        std::string(which) == "domain" ? "code" : "addition";
     o.out = out + "/" + which + ".gguf";
     o.rank = 2;
     o.batch = 2;

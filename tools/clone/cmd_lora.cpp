@@ -100,7 +100,7 @@ const cln::cli::Register reg{
                     "domain to adapt to (dictionary, computing, scripture, "
                     "quotes, wordnet, code)");
       t->add_option("--task", o->t.task,
-                    "generated task (arithmetic, wordnet_pos); loss on answers only");
+                    "generated task (addition, subtraction, number_words, digit_reverse); loss on answers only");
       t->add_option("--out", o->t.out, "adapter GGUF to write")->required();
       t->add_option("--rank", o->t.rank, "LoRA rank r")
           ->capture_default_str()

@@ -1,10 +1,12 @@
-// Training corpora from Debian packages, one domain per source, and generated task
-// datasets whose answers can be scored exactly. Every document lands in train, valid or
-// test by a hash of its own text, so adding data never moves a document between splits.
+// Training corpora from Debian packages, one domain per source, and the generated task
+// datasets (tasks.h). Documents are split by near-duplicate cluster (dedup.h), so the same
+// text with other wrapping, or an entry two sources carry, lands on one side.
 //
 // Layout written by build_corpora() under `out`:
 //   corpus/<domain>/{train,valid,test}.jsonl   one {"text": ...} per line
 //   tasks/<task>/{train,valid,test}.jsonl      {"prompt": ..., "answer": ..., "text": ...}
+//   overlap.md                                 held-out documents' 8-gram overlap with train,
+//                                              under the old (exact-text hash) split and this one
 //   manifest.json                              documents and bytes per domain and split
 #pragma once
 
@@ -13,12 +15,15 @@
 #include <string_view>
 #include <vector>
 
+#include "clone/data/dedup.h"
+#include "clone/data/tasks.h"
+
 namespace cln::data {
 
-enum class Split { Train = 0, Valid = 1, Test = 2 };
 std::string_view split_name(Split s);
 
-// 90% train, 5% valid, 5% test, by fnv1a64(text) % 1000 (core/hash.h).
+// The split of a document by the hash of its exact text alone (90/5/5 by fnv1a64 % 1000):
+// the rule before near-duplicate clustering, kept to report what it leaked.
 Split split_of(std::string_view text);
 
 // The sources: where each is read from on Debian 12. Tests point these at small fixtures.
@@ -39,20 +44,17 @@ const std::vector<std::string>& source_packages();
 
 // Domain names, in a fixed order: dictionary, computing, scripture, quotes, wordnet, code.
 const std::vector<std::string>& domain_names();
-// Generated task names: arithmetic, wordnet_pos.
-const std::vector<std::string>& task_names();
-
-// Documents of one domain, cleaned and deduplicated, in source order.
+// Documents of one domain, cleaned and exact duplicates dropped, in source order. Generated
+// data files (see is_generated_data) are left out of the code domain unless keep_generated.
 // Throws cln::Error naming the file if a source cannot be read.
-std::vector<std::string> read_domain(const std::string& domain, const SourcePaths& p);
+std::vector<std::string> read_domain(const std::string& domain, const SourcePaths& p,
+                                     bool keep_generated = false);
 
-// One item of a generated task: the model reads `prompt` and must produce `answer`
-// (exact match after trimming spaces); `text` = prompt + answer is what a LoRA trains on.
-struct TaskItem {
-  std::string prompt;
-  std::string answer;
-};
-std::vector<TaskItem> make_task(const std::string& task, const SourcePaths& p);
+// A Python file that is mostly data, not code: at least 1 KB, and at least 60% of its code
+// lines are literals only (strings, numbers, brackets and commas), e.g. the codec tables
+// of encodings/, html/entities.py, the sysconfig dumps.
+bool is_generated_data(std::string_view python_source);
+bool is_data_line(std::string_view line);
 
 // Cleaning helpers (exposed for tests).
 // Reads a whole file; .gz/.dz files are inflated.
@@ -68,14 +70,29 @@ bool valid_utf8(std::string_view s);
 struct BuildOptions {
   std::string out = "out/data";
   SourcePaths paths;
+  DedupOptions dedup;
   bool verbose = true;
 };
-// Writes the layout above. Throws if any domain ends up with no documents.
-void build_corpora(const BuildOptions& o);
 
 // Reads back one jsonl split: the "text" of every line. Throws if the file is missing or
 // a line is malformed.
 std::vector<std::string> read_jsonl_texts(const std::string& path);
 std::vector<TaskItem> read_jsonl_tasks(const std::string& path);
+
+// The overlap table of a build: per domain, held-out documents and how many have >= 90% and
+// > 50% of their 8-gram shingles in train, before (exact-text hash split, generated code
+// files included) and after (cluster split). What build_corpora writes to overlap.md.
+struct OverlapRow {
+  std::string domain;
+  int64_t test_before = 0, ge90_before = 0, gt50_before = 0;
+  double mean_before = 0;
+  int64_t test_after = 0, ge90_after = 0, gt50_after = 0;
+  double mean_after = 0;
+};
+std::string overlap_markdown(const std::vector<OverlapRow>& rows);
+
+// Writes the layout above and returns the overlap table. Throws if any domain ends up
+// with no documents.
+std::vector<OverlapRow> build_corpora(const BuildOptions& o);
 
 }  // namespace cln::data

@@ -26,7 +26,7 @@ struct ExpertEvalOptions {
   std::vector<std::string> tasks;  // generated tasks to score; empty = all task_names()
   int64_t seq_len = 256;           // perplexity window (tokens predicted per window)
   int64_t max_tokens = 32768;      // predicted tokens per domain, at most
-  int64_t task_items = 200;        // test items per task, evenly spaced over the split
+  int64_t task_items = 500;        // test items per task, evenly spaced over the split
   int64_t max_new = 16;            // generation limit per task item
   int threads = 2;
   bool verbose = true;
@@ -41,6 +41,9 @@ struct ExpertEval {
   struct TaskRow {
     std::string task;
     int64_t items = 0;
+    // Trivial baselines on the same items: the most frequent training answer (-1: the task
+    // has no training split), the task's surface rule, the input copied (data/tasks.h).
+    double majority = -1, surface = 0, copy = 0;
     std::string right, wrong;                           // expert names ("" if none)
     double base = 0, with_right = -1, with_wrong = -1;  // accuracy in [0,1]; -1 = no expert
   };
@@ -53,7 +56,7 @@ ExpertEval evaluate_experts(const ExpertEvalOptions& o);
 
 // Rows: base and each expert; columns: each domain's test perplexity, own-domain gain.
 Table perplexity_table(const ExpertEval& e);
-// Rows: each task; columns: items, base, right expert, wrong expert accuracy (%).
+// Rows: each task; columns: items, the three baselines, base, right and wrong expert (%).
 Table task_table(const ExpertEval& e);
 
 }  // namespace cln::eval
