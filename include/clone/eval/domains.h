@@ -29,4 +29,12 @@ std::vector<DomainPerplexity> domain_perplexity(std::shared_ptr<const Model> mod
 // Rows: domain, scored tokens, model perplexity, unigram perplexity.
 Table domain_table(const std::vector<DomainPerplexity>& rows);
 
+// Text files off the corpora (a licence, a rendered man page, a C header): each tokenized
+// with the model's tokenizer and scored with the same protocol, beside a unigram fitted on
+// the training splits of all domains together. Rows are named by file.
+std::vector<DomainPerplexity> text_perplexity(std::shared_ptr<const Model> model,
+                                              const std::vector<std::string>& files,
+                                              const std::string& data_dir, int64_t seq_len,
+                                              int64_t max_tokens, int threads);
+
 }  // namespace cln::eval
