@@ -21,7 +21,7 @@ LOCK=${LOCK:-/tmp/clone-build.lock}
 
 [ -f "$BUILD/build.ninja" ] || cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release
 flock "$LOCK" cmake --build "$BUILD" -j"$THREADS" --target clone
-CLONE="$BUILD/tools/clone/clone"
+CLONE="$BUILD/bin/clone"
 
 install=""
 [ "$(id -u)" -eq 0 ] && install="--install"

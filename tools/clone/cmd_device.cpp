@@ -12,6 +12,7 @@
 #include "clone/device/profile.h"
 #include "clone/kernels/machine.h"
 #include "clone/kernels/thread_pool.h"
+#include "common.h"
 #include "subcommand.h"
 
 namespace {
@@ -152,12 +153,14 @@ const cli::Register reg{
       auto* s = app.add_subcommand("show", "print a profile (name or path) after validation");
       s->add_option("profile", o->profile, "profile name or JSON path")->capture_default_str();
       s->callback([mode] { *mode = 2; });
+      cli::add_resource_flags(*s, {Resource::Profiles});
       auto* c = app.add_subcommand(
           "calibrate", "fit a profile's efficiency factors to the paper's Gemma-2B measurements");
       c->add_option("--profile", o->profile, "orin-nx-16gb or orin-nano-8gb (or a path)")
           ->capture_default_str();
       c->add_flag("--write", o->write, "write the refitted factors back into the profile");
       c->callback([mode] { *mode = 3; });
+      cli::add_resource_flags(*c, {Resource::Profiles});
       return [o, mode] { return *mode == 1 ? probe(*o) : *mode == 2 ? show(*o) : calibrate(*o); };
     }};
 

@@ -236,7 +236,7 @@ const cln::cli::Register reg{
            "DVFS controller: performance, powersave, schedutil, static, learned, mpc, oracle")
           ->capture_default_str();
       g->add_option("--dvfs-policy", o->policy_file,
-                    "learned policy weights (default models/dvfs/<profile>.json)")
+                    "learned policy weights (default <models>/dvfs/<profile>.json)")
           ->check(CLI::ExistingFile);
       g->add_option("--slo", o->slo, "SLO class: chatbot, smart-reply, code-completion")
           ->check(CLI::IsMember({"chatbot", "smart-reply", "code-completion"}));
@@ -253,6 +253,7 @@ const cln::cli::Register reg{
                     "output length the controller is told (0 = --n-predict)")
           ->check(CLI::NonNegativeNumber);
       g->add_option("--trace", o->trace, "write the per-layer-boundary trace (CSV)");
+      cln::cli::add_resource_flags(app, {cln::Resource::Profiles, cln::Resource::Models});
       return [o] { return run(*o); };
     }};
 

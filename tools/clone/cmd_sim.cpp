@@ -17,6 +17,7 @@
 #include "clone/engine/model_config.h"
 #include "clone/gguf/gguf.h"
 #include "clone/workload/workload.h"
+#include "common.h"
 #include "subcommand.h"
 
 namespace {
@@ -415,7 +416,7 @@ const cli::Register reg{
           ->delimiter(',')
           ->capture_default_str();
       app.add_option("--policy", o->policy,
-                     "learned policy weights (default models/dvfs/<profile>.json)");
+                     "learned policy weights (default <models>/dvfs/<profile>.json)");
       app.add_option("--n-batch", o->n_batch, "prefill pass length (the engine's batch)")
           ->capture_default_str()
           ->check(CLI::Range(1, 1 << 20));
@@ -428,6 +429,7 @@ const cli::Register reg{
                    "requests arrive at their trace times (queueing) instead of after a think time");
       app.add_flag("--no-plots", o->no_plots, "CSV only");
       app.add_option("--out", o->out, "output folder")->capture_default_str();
+      cli::add_resource_flags(app, {Resource::Profiles, Resource::Models, Resource::Shared});
       return [o] { return run(*o); };
     }};
 

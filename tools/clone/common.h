@@ -1,9 +1,14 @@
-// Pieces several subcommands share: LoRA specs, token-id files, timing.
+// Pieces several subcommands share: LoRA specs, token-id files, timing, the folders of
+// run-time data.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <chrono>
+#include <initializer_list>
 #include <string>
 #include <vector>
+
+#include "clone/core/resources.h"
 
 #include "clone/engine/lora.h"
 #include "clone/engine/model.h"
@@ -25,5 +30,9 @@ inline double now_s() {
 // Resident set size of this process now, in bytes (/proc/self/status VmRSS); mapped
 // weight pages count once they have been touched.
 size_t rss_bytes();
+
+// --profiles-dir / --models-dir / --shared-dir on `app` for the kinds of data it reads
+// (core/resources.h: a flag wins over $CLONE_PROFILES etc. and over share/clone/).
+void add_resource_flags(CLI::App& app, std::initializer_list<Resource> kinds);
 
 }  // namespace cln::cli
