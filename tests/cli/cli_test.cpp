@@ -1,6 +1,6 @@
-// The `clone` command itself: a short `clone run --device --trace` smoke test (the co-simulation's
-// numbers are checked in tests/dvfs/cosim_test), and a binary that finds no profiles saying
-// everywhere it looked.
+// The `clone` command itself: help and unknown subcommands, a short `clone run --device
+// --trace` smoke test (the co-simulation's numbers are checked in tests/dvfs/cosim_test),
+// and a binary that finds no profiles saying everywhere it looked.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -44,6 +44,26 @@ class Cli : public ::testing::Test {
   static inline fs::path dir_;
   std::string out_, err_;
 };
+
+TEST_F(Cli, HelpWorksAndUnknownSubcommandsAreErrors) {
+  ASSERT_EQ(run("--help"), 0) << err_;
+  EXPECT_NE(out_.find("sim"), std::string::npos) << out_;
+  ASSERT_EQ(run("run --help"), 0) << err_;
+  EXPECT_NE(out_.find("--device"), std::string::npos) << out_;
+  ASSERT_EQ(run("sim --help"), 0) << err_;
+  EXPECT_NE(out_.find("--profiles-dir"), std::string::npos) << out_;
+  ASSERT_EQ(run("device show --help"), 0) << err_;
+
+  EXPECT_NE(run("tailor --help"), 0) << out_;
+  EXPECT_NE(err_.find("unknown subcommand \"tailor\""), std::string::npos) << err_;
+  EXPECT_EQ(out_.find("Usage"), std::string::npos) << out_;  // not the main help
+  EXPECT_NE(run("tailor"), 0);
+  EXPECT_NE(err_.find("unknown subcommand \"tailor\""), std::string::npos) << err_;
+  EXPECT_NE(run("device tailor --help"), 0);
+  EXPECT_NE(err_.find("unknown subcommand \"tailor\" of `clone device`"), std::string::npos)
+      << err_;
+  EXPECT_NE(run(""), 0);  // a subcommand is required
+}
 
 TEST_F(Cli, RunOnADeviceWritesItsTrace) {
   const std::string model = (dir_ / "tiny.gguf").string();
