@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release -j"$(nproc)" --target clone
-clone=build/release/tools/clone/clone
+clone=build/release/bin/clone
 
 model=${CLONE_MODEL:-models/base/model.gguf}
 [ -f "$model" ] || { echo "error: $model not found (scripts/train_base.sh trains it)" >&2; exit 1; }

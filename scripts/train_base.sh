@@ -22,7 +22,7 @@ LOCK=${LOCK:-/tmp/clone-build.lock}
 
 [ -f "$BUILD/build.ninja" ] || cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release
 flock "$LOCK" cmake --build "$BUILD" -j"$THREADS" --target clone
-CLONE=$(ls "$BUILD"/bin/clone "$BUILD"/tools/clone/clone 2>/dev/null | head -n 1)
+CLONE="$BUILD/bin/clone"
 
 install=""
 [ "$(id -u)" -eq 0 ] && install="--install"

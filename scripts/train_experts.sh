@@ -20,7 +20,7 @@ LOCK=${LOCK:-/tmp/clone-build.lock}
 
 [ -f "$BUILD/build.ninja" ] || cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release
 flock "$LOCK" cmake --build "$BUILD" -j"$THREADS" --target clone
-CLONE="$BUILD/tools/clone/clone"
+CLONE="$BUILD/bin/clone"
 [ -f "$DATA/tokens/code.test.tok" ] || { echo "no corpora in $DATA: run scripts/train_base.sh first" >&2; exit 1; }
 mkdir -p "$OUT"
 

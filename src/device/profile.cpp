@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "clone/core/error.h"
+#include "clone/core/resources.h"
 
 namespace cln::device {
 
@@ -218,26 +219,20 @@ DeviceProfile DeviceProfile::load(const std::string& path) {
 }
 
 std::string profile_dir() {
-  if (const char* e = std::getenv("CLONE_PROFILES")) return e;
-#ifdef CLONE_PROFILE_DIR
-  return CLONE_PROFILE_DIR;
-#else
-  return "profiles";
-#endif
+  return resource_dir(Resource::Profiles);
 }
 
 DeviceProfile DeviceProfile::find(const std::string& name_or_path) {
   namespace fs = std::filesystem;
   if (name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json"))
     return load(name_or_path);
-  fs::path p = fs::path(profile_dir()) / (name_or_path + ".json");
+  const std::string dir = profile_dir();
+  fs::path p = fs::path(dir) / (name_or_path + ".json");
   if (!fs::exists(p)) {
     std::ostringstream names;
-    if (fs::is_directory(profile_dir()))
-      for (const auto& e : fs::directory_iterator(profile_dir()))
-        if (e.path().extension() == ".json") names << " " << e.path().stem().string();
-    fail("no device profile named \"", name_or_path, "\" in ", profile_dir(),
-         " (have:", names.str(), ")");
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".json") names << " " << e.path().stem().string();
+    fail("no device profile named \"", name_or_path, "\" in ", dir, " (have:", names.str(), ")");
   }
   return load(p.string());
 }

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "clone/core/error.h"
+#include "clone/core/resources.h"
 #include "clone/dvfs/mlp.h"
 #include "clone/dvfs/policy.h"
 #include "oracle.h"
@@ -253,12 +254,7 @@ class Learned : public Policy {
 }  // namespace
 
 std::string default_learned_path(const CostModel& m) {
-#ifdef CLONE_MODELS_DIR
-  std::string dir = CLONE_MODELS_DIR;
-#else
-  std::string dir = "models";
-#endif
-  return dir + "/dvfs/" + m.profile().name + ".json";
+  return resource_path(Resource::Models, "dvfs/" + m.profile().name + ".json");
 }
 
 std::unique_ptr<Policy> make_policy(const std::string& name, std::shared_ptr<const CostModel> model,

@@ -97,7 +97,7 @@ ExpertEval evaluate_experts(const ExpertEvalOptions& o) {
       ctx.set_loras({{adapters[m - 1], 1.0f}});
   };
 
-  for (const std::string& d : data::domain_names()) {
+  for (const std::string& d : o.perplexity ? data::domain_names() : std::vector<std::string>{}) {
     const data::TokenFile train =
         data::read_token_file(data::token_file_path(o.data_dir, d, "train"), tok.vocab(), o.base);
     const data::TokenFile test =

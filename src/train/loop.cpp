@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "clone/core/error.h"
+#include "clone/core/plot.h"
 #include "clone/train/checkpoint.h"
 
 namespace cln::train {
@@ -22,19 +23,19 @@ std::string hms(double s) {
 }  // namespace
 
 void plot_loss(const std::string& dir) {
-  const std::string png = (fs::path(dir) / "loss.png").string();
-  const std::string csv = (fs::path(dir) / "loss.csv").string();
-  const std::string valid = (fs::path(dir) / "valid.csv").string();
-  std::string script = "set terminal pngcairo size 900,500; set output '" + png +
-                       "'; set datafile separator ','; set key autotitle columnhead;"
-                       " set xlabel 'step'; set ylabel 'loss (nats/token)'; set grid;"
-                       " plot '" +
-                       csv + "' using 1:3 with lines lw 1 title 'train'";
-  if (fs::exists(valid))
-    script += ", '" + valid + "' using 1:2 with linespoints lw 2 title 'valid'";
-  const std::string cmd = "gnuplot -e \"" + script + "\" 2>/dev/null";
-  if (std::system(cmd.c_str()) != 0)
-    std::fprintf(stderr, "train: gnuplot failed; the loss curve is in %s\n", csv.c_str());
+  plot::LinePlot p;
+  p.figure = {(fs::path(dir) / "loss.png").string(), 900, 500};
+  p.title = "training loss";
+  p.xlabel = "step";
+  p.ylabel = "loss (nats/token)";
+  p.series = {{(fs::path(dir) / "loss.csv").string(), 1, 3, "train", "lines lw 1"},
+              {(fs::path(dir) / "valid.csv").string(), 1, 2, "valid", "linespoints lw 2"}};
+  try {
+    plot::line_plot(p);
+  } catch (const Error& e) {  // a missing plotter must not stop a training run
+    std::fprintf(stderr, "train: no loss plot (%s); the curve is in %s/loss.csv\n", e.what(),
+                 dir.c_str());
+  }
 }
 
 TrainReport run_loop(const LlamaModel& model, AdamW& opt, kernels::ThreadPool& pool,

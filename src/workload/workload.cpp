@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "clone/core/error.h"
+#include "clone/core/resources.h"
 
 namespace cln::workload {
 
@@ -236,14 +237,8 @@ std::vector<Request> generate(const GeneratorSpec& spec) {
 std::string azure_trace_path(const std::string& which) {
   if (which != "conv" && which != "code")
     fail("Azure trace \"", which, "\": expected conv or code");
-  std::string dir;
-  if (const char* e = std::getenv("CLONE_SHARED")) dir = e;
-#ifdef CLONE_SHARED_DIR
-  else
-    dir = CLONE_SHARED_DIR;
-#endif
-  if (dir.empty()) dir = "../shared";
-  return dir + "/data/azure-llm-inference-2023/AzureLLMInferenceTrace_" + which + ".csv";
+  return resource_path(Resource::Shared,
+                       "data/azure-llm-inference-2023/AzureLLMInferenceTrace_" + which + ".csv");
 }
 
 }  // namespace cln::workload

@@ -1,17 +1,15 @@
 // clone device probe | show | calibrate: what this machine offers for DVFS and power
 // measurement; a profile's contents; the fit of a profile to the paper's measurements.
 #include <cstdio>
-#include <fstream>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 #include "clone/core/error.h"
 #include "clone/core/table.h"
 #include "clone/device/calibrate.h"
+#include "clone/device/host.h"
 #include "clone/device/linux.h"
 #include "clone/device/profile.h"
-#include "clone/kernels/machine.h"
-#include "clone/kernels/thread_pool.h"
+#include "common.h"
 #include "subcommand.h"
 
 namespace {
@@ -23,71 +21,13 @@ struct Opts {
   bool write = false, no_measure = false;
 };
 
-// The host as a profile: CPU levels from cpufreq (else the current clock), peak FLOPs
-// per cycle and bandwidth measured here. Power numbers are generic desktop-class
-// estimates: this machine has no rails to read, and probe says so.
-device::DeviceProfile host_profile(const device::LinuxProbe& pr, bool measure) {
-  device::DeviceProfile p;
-  p.name = "host";
-  p.run_on = "cpu";
-  device::ComputeUnit u;
-  u.name = "cpu";
-  u.kind = "cpu";
-  u.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (const auto& k : pr.knobs)
-    if (k.kind == "cpufreq" && !k.levels_mhz.empty() && u.levels.empty())
-      for (double f : k.levels_mhz) u.levels.push_back({f, 0.7 + 0.5 * f / k.levels_mhz.back()});
-  double mhz = 0;
-  if (u.levels.empty()) {
-    std::ifstream in("/proc/cpuinfo");
-    std::string line;
-    while (std::getline(in, line))
-      if (line.rfind("cpu MHz", 0) == 0) {
-        mhz = std::stod(line.substr(line.find(':') + 1));
-        break;
-      }
-    if (mhz <= 0) mhz = 2000;
-    u.levels.push_back({mhz, 1.0});
-  }
-  double gflops = 0, gbs = 0;
-  if (measure) {
-    kernels::ThreadPool pool(u.cores);
-    auto lim = kernels::measure_machine(&pool);
-    gflops = lim.fma_gflops, gbs = lim.read_bandwidth_gbs;
-  }
-  double fmax = u.levels.back().mhz;
-  u.work_per_cycle = gflops > 0 ? gflops * 1e3 / fmax : 32.0 * u.cores;
-  u.power = {5.0, 4.0 * u.cores, 0.3};
-  u.dvfs = {100, 10};
-  p.units.push_back(u);
-  p.memory.size_gb = 16;
-  {
-    std::ifstream in("/proc/meminfo");
-    std::string k;
-    double kb = 0;
-    if (in >> k >> kb) p.memory.size_gb = kb * 1024 / 1e9;
-  }
-  p.memory.usable_fraction = 0.8;
-  p.memory.levels_mhz = {3200};
-  p.memory.mhz = 3200;
-  p.memory.bus_bytes_per_cycle = gbs > 0 ? gbs * 1e9 / (3200e6) : 16;
-  p.memory.pj_per_byte = 60;
-  p.memory.static_w = 2;
-  p.storage_gbps = 2;
-  p.board_idle_w = 20;
-  p.fit = {1, 1, 0, 0, 5, 0.7};
-  p.description =
-      "this machine, measured by `clone device probe` (peak F32 FMA rate and streaming read "
-      "bandwidth measured; efficiencies 1 because the peaks are achieved rates; power "
-      "coefficients are generic estimates: no power rails here)";
-  return p;
-}
-
 int probe(const Opts& o) {
   auto pr = device::probe_linux(o.root);
   std::printf("%s", pr.report().c_str());
   if (!o.out.empty()) {
-    auto p = host_profile(pr, !o.no_measure);
+    const auto facts = device::read_host_facts();
+    const auto lim = o.no_measure ? device::HostLimits{} : device::measure_host_limits(facts.cores);
+    auto p = device::host_profile(pr, facts, lim);
     p.save(o.out);
     const auto& u = p.compute();
     std::printf(
@@ -152,12 +92,14 @@ const cli::Register reg{
       auto* s = app.add_subcommand("show", "print a profile (name or path) after validation");
       s->add_option("profile", o->profile, "profile name or JSON path")->capture_default_str();
       s->callback([mode] { *mode = 2; });
+      cli::add_resource_flags(*s, {Resource::Profiles});
       auto* c = app.add_subcommand(
           "calibrate", "fit a profile's efficiency factors to the paper's Gemma-2B measurements");
       c->add_option("--profile", o->profile, "orin-nx-16gb or orin-nano-8gb (or a path)")
           ->capture_default_str();
       c->add_flag("--write", o->write, "write the refitted factors back into the profile");
       c->callback([mode] { *mode = 3; });
+      cli::add_resource_flags(*c, {Resource::Profiles});
       return [o, mode] { return *mode == 1 ? probe(*o) : *mode == 2 ? show(*o) : calibrate(*o); };
     }};
 

@@ -7,6 +7,7 @@
 #include "clone/core/error.h"
 #include "clone/device/cost_model.h"
 #include "clone/dvfs/train.h"
+#include "common.h"
 #include "subcommand.h"
 
 namespace {
@@ -21,7 +22,8 @@ struct Opts {
 int train(Opts& o) {
   auto prof = device::DeviceProfile::find(o.profile);
   auto mc = device::model_preset(o.model);
-  std::string out = o.out.empty() ? "models/dvfs/" + prof.name + ".json" : o.out;
+  std::string out =
+      o.out.empty() ? resource_path(Resource::Models, "dvfs/" + prof.name + ".json") : o.out;
   std::string log_path =
       out.substr(0, out.size() - (out.ends_with(".json") ? 5 : 0)) + ".train.log";
   std::ofstream log(log_path);
@@ -55,7 +57,7 @@ const cli::Register reg{
           "train", "train the MLP controller by DAgger imitation of the MPC teacher");
       t->add_option("--profile", o->profile, "device profile")->capture_default_str();
       t->add_option("--model", o->model, "model shape preset")->capture_default_str();
-      t->add_option("--out", o->out, "weights file (default models/dvfs/<profile>.json)");
+      t->add_option("--out", o->out, "weights file (default <models>/dvfs/<profile>.json)");
       t->add_option("--seed", o->t.seed, "seed (same seed, same weights)")->capture_default_str();
       t->add_option("--requests", o->t.requests_per_pattern,
                     "requests per co-runner pattern per round")
@@ -70,6 +72,7 @@ const cli::Register reg{
       t->add_option("--epochs", o->t.epochs, "epochs per round")
           ->capture_default_str()
           ->check(CLI::Range(1, 10000));
+      cli::add_resource_flags(*t, {Resource::Profiles, Resource::Models});
       return [o] { return train(*o); };
     }};
 

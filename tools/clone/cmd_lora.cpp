@@ -156,6 +156,8 @@ const cln::cli::Register reg{
       ev->add_option("--threads", eo->e.threads, "threads")
           ->capture_default_str()
           ->check(CLI::Range(1, 256));
+      ev->add_option("--tasks", eo->e.tasks, "tasks to score (default: all)")->delimiter(',');
+      ev->add_flag("!--no-perplexity", eo->e.perplexity, "tasks only: no per-domain perplexity");
       ev->add_option("--out", eo->out, "folder for experts.md, perplexity.csv, tasks.csv");
 
       auto mo = std::make_shared<MergeOpts>();

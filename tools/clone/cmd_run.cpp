@@ -2,16 +2,12 @@
 // co-simulated: the engine's layer-boundary hook drives a DVFS controller and the
 // simulated device (the model's own shapes on the profile's cost model), and the
 // request's simulated trace on that device is printed after the text.
-#include <cmath>
+#include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <iomanip>
 #include <memory>
-#include <optional>
 
 #include "clone/core/error.h"
-#include "clone/device/sim.h"
-#include "clone/dvfs/runner.h"
+#include "clone/dvfs/cosim.h"
 #include "clone/engine/context.h"
 #include "clone/engine/generate.h"
 #include "clone/tokenizer/tokenizer.h"
@@ -40,98 +36,15 @@ struct Opts {
 
 constexpr int64_t kBatch = 512;  // the engine's prefill pass length; the simulator plans the same
 
-// One row of --trace: a layer boundary as the simulated device ran it.
-struct TraceRow {
-  int64_t pass;
-  cln::Phase phase;
-  int layer;
-  int64_t token;  // prefill: first prompt position of the pass; decode: output token index
-  int64_t n_tokens;
-  double mhz, t_start_s, time_s, energy_j, corunner;
-};
-
-// The co-simulation hung on the engine's hook: a simulated device, the controller and
-// the request driver, plus the per-layer trace.
-struct CoSim {
-  std::shared_ptr<const cln::device::CostModel> model;
-  std::optional<cln::device::SimDevice> dev;
-  std::unique_ptr<cln::dvfs::Policy> policy;
-  std::optional<cln::dvfs::RequestDriver> driver;
-  cln::workload::Request req;
-  bool feasible = true;
-  double e_start = 0;
-  int64_t pass = -1, decode_passes = 0;
-  std::vector<TraceRow> rows;
-
-  CoSim(const Opts& o, const cln::Model& m, int64_t prompt_tokens) {
-    using namespace cln;
-    auto prof = device::DeviceProfile::find(o.device);
-    model = std::make_shared<const device::CostModel>(prof, m.config());
-    if (!o.slo.empty()) workload::apply_slo(req, workload::slo_class(o.slo));
-    if (o.ttft_ms > 0) req.ttft_target_s = o.ttft_ms * 1e-3;
-    if (o.tpot_ms > 0) req.tpot_target_s = o.tpot_ms * 1e-3;
-    if (req.ttft_target_s <= 0 || req.tpot_target_s <= 0)
-      fail(
-          "--device needs SLO targets: --slo CLASS (chatbot, smart-reply, code-completion) "
-          "or both --ttft-ms and --tpot-ms");
-    req.slo = o.slo.empty() ? "custom" : o.slo;
-    req.prompt = prompt_tokens;
-    // The request's length as far as anyone can know before generating: the token budget
-    // (exact with --ignore-eos; the oracle plans for it).
-    req.output = std::max(1, o.n_predict);
-    dev.emplace(model, device::CorunnerTrace::make(o.corunner, o.corunner_seed));
-    dvfs::PolicyOptions po;
-    po.learned_path = o.policy_file;
-    po.n_batch = kBatch;
-    policy = dvfs::make_policy(o.dvfs, model, po);
-    feasible = dvfs::feasible_at_top(*dev, req, dev->now_s(), kBatch);
-    e_start = dev->energy_j();
-    driver.emplace(*dev, *policy, req, dev->now_s(), o.predicted > 0 ? o.predicted : req.output,
-                   kBatch);
-  }
-
-  cln::LayerHook hook() {
-    return [this](const cln::LayerEvent& ev) {
-      if (ev.layer == 0) {
-        ++pass;
-        if (ev.phase == cln::Phase::Decode) ++decode_passes;
-      }
-      const double t0 = dev->now_s(), e0 = dev->energy_j();
-      const double s = dev->corunner_intensity();
-      driver->on_event(ev);  // the controller picks the clock, the device charges the layer
-      const double mhz = model->levels()[static_cast<size_t>(dev->level())].mhz;
-      const int64_t token = ev.phase == cln::Phase::Prefill ? ev.pos : decode_passes;
-      rows.push_back({pass, ev.phase, ev.layer, token, ev.n_tokens, mhz, t0, dev->now_s() - t0,
-                      dev->energy_j() - e0, s});
-    };
-  }
-};
-
-void report(const Opts& o, CoSim& cs) {
-  using namespace cln;
-  dvfs::RequestResult r = cs.driver->finish();
-  r.feasible = cs.feasible;
-  std::fprintf(stderr,
-               "[clone sim] %s on %s, controller %s, co-runner %s: prompt %lld tokens, %lld "
-               "generated | TTFT %.1f ms (target %.1f) | TPOT %.2f ms (target %.2f) | end-to-end "
-               "%.1f ms | energy %.4f J | SLO %s%s | %lld frequency switches\n",
-               cs.model->model().name.c_str(), cs.model->profile().name.c_str(), o.dvfs.c_str(),
-               o.corunner.c_str(), static_cast<long long>(r.prompt),
-               static_cast<long long>(r.output), r.ttft_s * 1e3, r.ttft_target_s * 1e3,
-               r.tpot_s * 1e3, r.tpot_target_s * 1e3, r.e2e_s * 1e3, r.energy_j,
-               r.met ? "met" : "missed",
-               r.feasible ? "" : " (infeasible: the top clock cannot meet it either)",
-               static_cast<long long>(r.switches));
-  if (o.trace.empty()) return;
-  std::ofstream f(o.trace);
-  if (!f) fail("cannot write the trace ", o.trace);
-  f << std::setprecision(17);
-  f << "pass,phase,layer,token,n_tokens,mhz,t_start_s,time_s,energy_j,corunner\n";
-  for (const auto& x : cs.rows)
-    f << x.pass << "," << (x.phase == Phase::Prefill ? "prefill" : "decode") << "," << x.layer
-      << "," << x.token << "," << x.n_tokens << "," << x.mhz << "," << x.t_start_s << ","
-      << x.time_s << "," << x.energy_j << "," << x.corunner << "\n";
-  if (!f) fail("error writing the trace ", o.trace);
+// The co-simulation of this generation on a modelled device (dvfs/cosim.h).
+std::unique_ptr<cln::dvfs::CoSim> make_cosim(const Opts& o, const cln::Model& m,
+                                             int64_t prompt_tokens) {
+  cln::dvfs::CoSimOptions c;
+  c.device = o.device, c.controller = o.dvfs, c.policy_path = o.policy_file, c.slo = o.slo;
+  c.ttft_target_s = o.ttft_ms * 1e-3, c.tpot_target_s = o.tpot_ms * 1e-3;
+  c.corunner = o.corunner, c.corunner_seed = o.corunner_seed, c.predicted = o.predicted;
+  c.n_batch = kBatch;
+  return std::make_unique<cln::dvfs::CoSim>(m.config(), c, prompt_tokens, std::max(1, o.n_predict));
 }
 
 int run(const Opts& o) {
@@ -143,9 +56,9 @@ int run(const Opts& o) {
   std::vector<int32_t> ids = tok.encode(prompt, true);
   Context ctx(model, {o.n_ctx, o.threads, kBatch});
   ctx.set_loras(cli::load_loras(o.loras, *model));
-  std::unique_ptr<CoSim> cosim;
+  std::unique_ptr<dvfs::CoSim> cosim;
   if (!o.device.empty()) {
-    cosim = std::make_unique<CoSim>(o, *model, static_cast<int64_t>(ids.size()));
+    cosim = make_cosim(o, *model, static_cast<int64_t>(ids.size()));
     ctx.set_hook(cosim->hook());
   } else if (!o.trace.empty()) {
     fail("--trace needs --device (the trace is the simulated device's)");
@@ -172,7 +85,11 @@ int run(const Opts& o) {
                  g.tokens.size(), g.decode_s * 1e3, n > 1 ? (n - 1) / g.decode_s : 0.0,
                  n > 1 ? g.decode_s * 1e3 / (n - 1) : 0.0, stop_name(g.stop));
   }
-  if (cosim) report(o, *cosim);
+  if (cosim) {
+    const dvfs::RequestResult r = cosim->finish();
+    std::fprintf(stderr, "[clone sim] %s\n", cosim->summary_line(r).c_str());
+    if (!o.trace.empty()) cosim->write_trace(o.trace);
+  }
   return 0;
 }
 
@@ -216,7 +133,7 @@ const cln::cli::Register reg{
            "DVFS controller: performance, powersave, schedutil, static, learned, mpc, oracle")
           ->capture_default_str();
       g->add_option("--dvfs-policy", o->policy_file,
-                    "learned policy weights (default models/dvfs/<profile>.json)")
+                    "learned policy weights (default <models>/dvfs/<profile>.json)")
           ->check(CLI::ExistingFile);
       g->add_option("--slo", o->slo, "SLO class: chatbot, smart-reply, code-completion")
           ->check(CLI::IsMember({"chatbot", "smart-reply", "code-completion"}));
@@ -233,6 +150,7 @@ const cln::cli::Register reg{
                     "output length the controller is told (0 = --n-predict)")
           ->check(CLI::NonNegativeNumber);
       g->add_option("--trace", o->trace, "write the per-layer-boundary trace (CSV)");
+      cln::cli::add_resource_flags(app, {cln::Resource::Profiles, cln::Resource::Models});
       return [o] { return run(*o); };
     }};
 

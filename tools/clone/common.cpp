@@ -59,4 +59,19 @@ std::vector<int32_t> read_ids_file(const std::string& path) {
   return ids;
 }
 
+void add_resource_flags(CLI::App& app, std::initializer_list<Resource> kinds) {
+  for (const Resource kind : kinds) {
+    const std::string flag = std::string("--") + resource_name(kind) + "-dir";
+    const char* what = kind == Resource::Profiles ? "device profiles"
+                       : kind == Resource::Models
+                           ? "shipped models (learned DVFS policies in dvfs/)"
+                           : "shared data (Azure traces in data/)";
+    app.add_option_function<std::string>(
+           flag, [kind, flag](const std::string& dir) { set_resource_dir(kind, dir, flag); },
+           std::string("folder of the ") + what + " (default: $" + resource_env(kind) +
+               ", else share/clone/" + resource_name(kind) + " beside the binary)")
+        ->check(CLI::ExistingDirectory);
+  }
+}
+
 }  // namespace cln::cli

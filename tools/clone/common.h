@@ -1,8 +1,13 @@
-// Pieces several subcommands share: LoRA specs, token-id files.
+// Pieces several subcommands share: LoRA specs, token-id files, the folders of run-time
+// data.
 #pragma once
 
+#include <CLI/CLI.hpp>
+#include <initializer_list>
 #include <string>
 #include <vector>
+
+#include "clone/core/resources.h"
 
 #include "clone/engine/lora.h"
 #include "clone/engine/model.h"
@@ -16,5 +21,9 @@ std::vector<ActiveLora> load_loras(const std::vector<std::string>& specs, const 
 std::vector<int32_t> read_ids_file(const std::string& path);
 
 std::string read_text_file(const std::string& path);
+
+// --profiles-dir / --models-dir / --shared-dir on `app` for the kinds of data it reads
+// (core/resources.h: a flag wins over $CLONE_PROFILES etc. and over share/clone/).
+void add_resource_flags(CLI::App& app, std::initializer_list<Resource> kinds);
 
 }  // namespace cln::cli

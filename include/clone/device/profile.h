@@ -97,8 +97,8 @@ struct DeviceProfile {
   void save(const std::string& path) const;
 };
 
-// Directory holding the shipped profiles (CLONE_PROFILE_DIR at build time, overridable
-// with the environment variable CLONE_PROFILES).
+// Directory holding the shipped profiles: resource_dir(Resource::Profiles) (core/resources.h:
+// --profiles-dir, else $CLONE_PROFILES, else share/clone/profiles beside the executable).
 std::string profile_dir();
 
 }  // namespace cln::device

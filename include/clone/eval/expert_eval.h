@@ -24,6 +24,7 @@ struct ExpertEvalOptions {
   std::string data_dir = "out/data";  // tokens/<domain>.test.tok, tasks/<task>/test.jsonl
   std::vector<ExpertSpec> experts;
   std::vector<std::string> tasks;  // generated tasks to score; empty = all task_names()
+  bool perplexity = true;          // false: tasks only (no per-domain perplexity table)
   int64_t seq_len = 256;           // perplexity window (tokens predicted per window)
   int64_t max_tokens = 32768;      // predicted tokens per domain, at most
   int64_t task_items = 500;        // test items per task, evenly spaced over the split

@@ -1,0 +1,83 @@
+// Co-simulation of a real generation: hung on the engine's layer-boundary hook, a simulated
+// device (the model's own shapes on a profile's cost model, with a co-runner) runs each
+// layer at the clock a DVFS controller picks, as one request with an SLO. The per-layer
+// trace records every boundary; finish() gives the request's result on that device.
+// Needs only the model's shapes (a ModelConfig), not the engine: the caller runs the model
+// and passes hook() to its Context.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "clone/device/sim.h"
+#include "clone/dvfs/runner.h"
+#include "clone/engine/hook.h"
+#include "clone/engine/model_config.h"
+
+namespace cln::dvfs {
+
+struct CoSimOptions {
+  std::string device;                  // profile name or JSON path
+  std::string controller = "learned";  // a make_policy name
+  std::string policy_path;             // learned weights (empty: the profile's shipped ones)
+  std::string slo;                     // SLO class; may stay empty when both targets are given
+  double ttft_target_s = 0, tpot_target_s = 0;  // > 0 overrides the class's target
+  std::string corunner = "idle";                // pattern name or CSV (CorunnerTrace::make)
+  uint64_t corunner_seed = 1;
+  int64_t predicted = 0;  // output length the controller is told (0: the output budget)
+  int64_t n_batch = 512;  // the engine's prefill pass length (the planners assume the same)
+};
+
+// One layer boundary as the simulated device ran it.
+struct TraceRow {
+  int64_t pass = 0;
+  Phase phase = Phase::Prefill;
+  int layer = 0;
+  int64_t token = 0;  // prefill: first prompt position of the pass; decode: output token index
+  int64_t n_tokens = 0;
+  double mhz = 0, t_start_s = 0, time_s = 0, energy_j = 0, corunner = 0;
+};
+
+class CoSim {
+ public:
+  // The request as known before generating: prompt tokens and the output budget (exact
+  // when generation ignores end-of-sequence; the oracle plans for it). Throws cln::Error
+  // when the options give no SLO targets, or name an unknown profile or controller.
+  CoSim(const ModelConfig& model, const CoSimOptions& opt, int64_t prompt_tokens,
+        int64_t max_output);
+  CoSim(const CoSim&) = delete;
+  CoSim& operator=(const CoSim&) = delete;
+
+  // The hook to give the engine's Context (it refers to this object).
+  LayerHook hook();
+  // The request's result once generation is over (call once).
+  RequestResult finish();
+
+  const std::vector<TraceRow>& trace() const { return rows_; }
+  const device::CostModel& cost_model() const { return *model_; }
+  const workload::Request& request() const { return req_; }
+
+  // One line: model, profile, controller, co-runner, lengths, TTFT/TPOT against targets,
+  // end-to-end time, energy, SLO met or missed (and infeasible), frequency switches.
+  std::string summary_line(const RequestResult& r) const;
+  // The trace as CSV (pass,phase,layer,token,n_tokens,mhz,t_start_s,time_s,energy_j,corunner).
+  void write_trace(const std::string& path) const;
+
+ private:
+  void on_event(const LayerEvent& ev);
+
+  CoSimOptions opt_;
+  std::shared_ptr<const device::CostModel> model_;
+  std::optional<device::SimDevice> dev_;
+  std::unique_ptr<Policy> policy_;
+  std::optional<RequestDriver> driver_;
+  workload::Request req_;
+  bool feasible_ = true;
+  int64_t pass_ = -1, decode_passes_ = 0;
+  std::vector<TraceRow> rows_;
+};
+
+}  // namespace cln::dvfs

@@ -1,0 +1,88 @@
+#include "clone/dvfs/cosim.h"
+
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+
+#include "clone/core/error.h"
+
+namespace cln::dvfs {
+
+CoSim::CoSim(const ModelConfig& model, const CoSimOptions& opt, int64_t prompt_tokens,
+             int64_t max_output)
+    : opt_(opt) {
+  model_ =
+      std::make_shared<const device::CostModel>(device::DeviceProfile::find(opt.device), model);
+  if (!opt.slo.empty()) workload::apply_slo(req_, workload::slo_class(opt.slo));
+  if (opt.ttft_target_s > 0) req_.ttft_target_s = opt.ttft_target_s;
+  if (opt.tpot_target_s > 0) req_.tpot_target_s = opt.tpot_target_s;
+  if (req_.ttft_target_s <= 0 || req_.tpot_target_s <= 0)
+    fail("co-simulation on ", opt.device,
+         " needs SLO targets: an SLO class (chatbot, smart-reply, code-completion) or both a "
+         "TTFT and a TPOT target (clone run: --slo CLASS, or both --ttft-ms and --tpot-ms)");
+  req_.slo = opt.slo.empty() ? "custom" : opt.slo;
+  req_.prompt = prompt_tokens;
+  req_.output = std::max<int64_t>(1, max_output);
+  dev_.emplace(model_, device::CorunnerTrace::make(opt.corunner, opt.corunner_seed));
+  PolicyOptions po;
+  po.learned_path = opt.policy_path;
+  po.n_batch = opt.n_batch;
+  policy_ = make_policy(opt.controller, model_, po);
+  feasible_ = feasible_at_top(*dev_, req_, dev_->now_s(), opt.n_batch);
+  driver_.emplace(*dev_, *policy_, req_, dev_->now_s(),
+                  opt.predicted > 0 ? opt.predicted : req_.output, opt.n_batch);
+}
+
+LayerHook CoSim::hook() {
+  return [this](const LayerEvent& ev) { on_event(ev); };
+}
+
+void CoSim::on_event(const LayerEvent& ev) {
+  if (ev.layer == 0) {
+    ++pass_;
+    if (ev.phase == Phase::Decode) ++decode_passes_;
+  }
+  const double t0 = dev_->now_s(), e0 = dev_->energy_j();
+  const double s = dev_->corunner_intensity();
+  driver_->on_event(ev);  // the controller picks the clock, the device charges the layer
+  const double mhz = model_->levels()[static_cast<size_t>(dev_->level())].mhz;
+  const int64_t token = ev.phase == Phase::Prefill ? ev.pos : decode_passes_;
+  rows_.push_back({pass_, ev.phase, ev.layer, token, ev.n_tokens, mhz, t0, dev_->now_s() - t0,
+                   dev_->energy_j() - e0, s});
+}
+
+RequestResult CoSim::finish() {
+  RequestResult r = driver_->finish();
+  r.feasible = feasible_;
+  return r;
+}
+
+std::string CoSim::summary_line(const RequestResult& r) const {
+  char buf[1024];
+  std::snprintf(buf, sizeof buf,
+                "%s on %s, controller %s, co-runner %s: prompt %lld tokens, %lld generated | TTFT "
+                "%.1f ms (target %.1f) | TPOT %.2f ms (target %.2f) | end-to-end %.1f ms | energy "
+                "%.4f J | SLO %s%s | %lld frequency switches",
+                model_->model().name.c_str(), model_->profile().name.c_str(),
+                opt_.controller.c_str(), opt_.corunner.c_str(), static_cast<long long>(r.prompt),
+                static_cast<long long>(r.output), r.ttft_s * 1e3, r.ttft_target_s * 1e3,
+                r.tpot_s * 1e3, r.tpot_target_s * 1e3, r.e2e_s * 1e3, r.energy_j,
+                r.met ? "met" : "missed",
+                r.feasible ? "" : " (infeasible: the top clock cannot meet it either)",
+                static_cast<long long>(r.switches));
+  return buf;
+}
+
+void CoSim::write_trace(const std::string& path) const {
+  std::ofstream f(path);
+  if (!f) fail("cannot write the trace ", path);
+  f << std::setprecision(17);
+  f << "pass,phase,layer,token,n_tokens,mhz,t_start_s,time_s,energy_j,corunner\n";
+  for (const auto& x : rows_)
+    f << x.pass << "," << (x.phase == Phase::Prefill ? "prefill" : "decode") << "," << x.layer
+      << "," << x.token << "," << x.n_tokens << "," << x.mhz << "," << x.t_start_s << ","
+      << x.time_s << "," << x.energy_j << "," << x.corunner << "\n";
+  if (!f) fail("error writing the trace ", path);
+}
+
+}  // namespace cln::dvfs

@@ -1,0 +1,121 @@
+// The `clone` command itself: help and unknown subcommands, a short `clone run --device
+// --trace` smoke test (the co-simulation's numbers are checked in tests/dvfs/cosim_test),
+// and a binary that finds no profiles saying everywhere it looked.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("clone_cli_test_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  // Runs `<exe> args` with a clean environment for clone's variables; returns the exit
+  // status (not the raw wait status), stdout and stderr in out_ / err_.
+  int run(const std::string& args, const std::string& exe = CLONE_CLI) {
+    const fs::path o = dir_ / "stdout.txt", e = dir_ / "stderr.txt";
+    const std::string cmd = "env -u CLONE_PROFILES -u CLONE_MODELS -u CLONE_SHARED " + exe + " " +
+                            args + " > " + o.string() + " 2> " + e.string();
+    const int rc = std::system(cmd.c_str());
+    out_ = slurp(o), err_ = slurp(e);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  }
+
+  static inline fs::path dir_;
+  std::string out_, err_;
+};
+
+TEST_F(Cli, HelpWorksAndUnknownSubcommandsAreErrors) {
+  ASSERT_EQ(run("--help"), 0) << err_;
+  EXPECT_NE(out_.find("sim"), std::string::npos) << out_;
+  ASSERT_EQ(run("run --help"), 0) << err_;
+  EXPECT_NE(out_.find("--device"), std::string::npos) << out_;
+  ASSERT_EQ(run("sim --help"), 0) << err_;
+  EXPECT_NE(out_.find("--profiles-dir"), std::string::npos) << out_;
+  ASSERT_EQ(run("device show --help"), 0) << err_;
+
+  EXPECT_NE(run("tailor --help"), 0) << out_;
+  EXPECT_NE(err_.find("unknown subcommand \"tailor\""), std::string::npos) << err_;
+  EXPECT_EQ(out_.find("Usage"), std::string::npos) << out_;  // not the main help
+  EXPECT_NE(run("tailor"), 0);
+  EXPECT_NE(err_.find("unknown subcommand \"tailor\""), std::string::npos) << err_;
+  EXPECT_NE(run("device tailor --help"), 0);
+  EXPECT_NE(err_.find("unknown subcommand \"tailor\" of `clone device`"), std::string::npos)
+      << err_;
+  EXPECT_NE(run(""), 0);  // a subcommand is required
+}
+
+TEST_F(Cli, RunOnADeviceWritesItsTrace) {
+  const std::string model = (dir_ / "tiny.gguf").string();
+  ASSERT_EQ(run("init-model -o " + model +
+                " --layers 3 --embd 64 --heads 4,4,2 --kv-heads 2,2,1 --ff 128,96,128"
+                " --vocab 300 --ctx 256 --seed 5 --name cosim-tiny"),
+            0)
+      << err_;
+  const std::string base = "run -m " + model + " -p 'the quick brown fox' -t 1 --temp 0 -n 3 ";
+  const std::string trace = (dir_ / "trace.csv").string();
+  ASSERT_EQ(run(base + "--ignore-eos --device orin-nx-16gb --dvfs learned --slo chatbot --trace " +
+                trace),
+            0)
+      << err_;
+  EXPECT_NE(err_.find("[clone sim] cosim-tiny on orin-nx-16gb, controller learned"),
+            std::string::npos)
+      << err_;
+  EXPECT_NE(err_.find("SLO met"), std::string::npos) << err_;
+  std::ifstream f(trace);
+  std::string line;
+  size_t rows = 0;
+  ASSERT_TRUE(std::getline(f, line));
+  EXPECT_EQ(line, "pass,phase,layer,token,n_tokens,mhz,t_start_s,time_s,energy_j,corunner");
+  while (std::getline(f, line)) ++rows;
+  EXPECT_EQ(rows, 4u * 3u);  // (3 layers + head) x (1 prompt pass + 2 decode passes)
+
+  ASSERT_EQ(run(base), 0) << err_;
+  EXPECT_EQ(err_.find("[clone sim]"), std::string::npos) << err_;
+  EXPECT_NE(run(base + "--device orin-nx-16gb"), 0);
+  EXPECT_NE(err_.find("SLO targets"), std::string::npos) << err_;
+  EXPECT_NE(run(base + "--trace x.csv"), 0);
+  EXPECT_NE(err_.find("--trace needs --device"), std::string::npos) << err_;
+}
+
+TEST_F(Cli, ABinaryWithoutItsDataSaysWhereItLooked) {
+  const fs::path bin = dir_ / "alone" / "bin";
+  fs::create_directories(bin);
+  fs::copy_file(CLONE_CLI, bin / "clone", fs::copy_options::overwrite_existing);
+  const std::string exe = (bin / "clone").string();
+  EXPECT_NE(run("device show orin-nx-16gb", exe), 0);
+  EXPECT_NE(err_.find("cannot find the profiles folder"), std::string::npos) << err_;
+  EXPECT_NE(err_.find("--profiles-dir: not set"), std::string::npos) << err_;
+  EXPECT_NE(err_.find("$CLONE_PROFILES: not set"), std::string::npos) << err_;
+  EXPECT_NE(err_.find((dir_ / "alone" / "share" / "clone" / "profiles").string()),
+            std::string::npos)
+      << err_;
+  // A flag, or the variable, points it at them.
+  const std::string profiles = std::string(CLONE_SOURCE_DIR) + "/profiles";
+  ASSERT_EQ(run("device show orin-nx-16gb --profiles-dir " + profiles, exe), 0) << err_;
+  EXPECT_NE(out_.find("\"orin-nx-16gb\""), std::string::npos) << out_;
+  ASSERT_EQ(run("device show orin-nano-8gb", "CLONE_PROFILES=" + profiles + " " + exe), 0) << err_;
+  EXPECT_NE(run("device show orin-nx-16gb --profiles-dir " + (dir_ / "nowhere").string(), exe), 0);
+}
+
+}  // namespace
