@@ -9,6 +9,7 @@
 #include "clone/core/error.h"
 #include "clone/core/plot.h"
 #include "clone/train/checkpoint.h"
+#include "clone/train/trainer.h"
 
 namespace cln::train {
 namespace fs = std::filesystem;
@@ -36,6 +37,24 @@ void plot_loss(const std::string& dir) {
     std::fprintf(stderr, "train: no loss plot (%s); the curve is in %s/loss.csv\n", e.what(),
                  dir.c_str());
   }
+}
+
+LoopOptions RunOptions::loop(const std::string& dir, const std::string& label,
+                             const std::string& meta_json) const {
+  LoopOptions lo;
+  lo.dir = dir;
+  lo.label = label;
+  lo.sched = sched;
+  lo.n_seq = batch;
+  lo.seq_len = seq_len;
+  lo.log_every = log_every;
+  lo.eval_every = eval_every;
+  lo.ckpt_every = ckpt_every;
+  lo.stop_after = stop_after;
+  lo.resume = resume;
+  lo.verbose = verbose;
+  lo.meta_json = meta_json;
+  return lo;
 }
 
 TrainReport run_loop(const LlamaModel& model, AdamW& opt, kernels::ThreadPool& pool,

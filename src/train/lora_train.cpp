@@ -69,18 +69,7 @@ TrainReport train_lora(const LoraTrainOptions& o) {
       task_batch(items.items, items.prompt_len, o.seed, step, o.batch, o.seq_len, tok.eos(), tokens,
                  tgt);
   };
-  LoopOptions lo;
-  lo.dir = dir;
-  lo.label = "lora";
-  lo.sched = o.sched;
-  lo.n_seq = o.batch;
-  lo.seq_len = o.seq_len;
-  lo.log_every = o.log_every;
-  lo.ckpt_every = o.ckpt_every;
-  lo.stop_after = o.stop_after;
-  lo.resume = o.resume;
-  lo.verbose = o.verbose;
-  lo.meta_json = meta.dump();
+  const LoopOptions lo = o.loop(dir, "lora", meta.dump());
   const TrainReport rep = run_loop(model, opt, pool, lo, cb);
   if (!rep.done) return rep;  // stopped early: the checkpoint holds the state
   model.write_lora_gguf(o.out, adapter);

@@ -92,19 +92,7 @@ TrainReport run_text(LlamaModel& model, const Vocab& vocab, const std::string& s
     }
     return std::make_pair(sum / static_cast<double>(data.valid.size()), parts);
   };
-  LoopOptions lo;
-  lo.dir = o.out_dir;
-  lo.label = label;
-  lo.sched = o.sched;
-  lo.n_seq = o.batch;
-  lo.seq_len = o.seq_len;
-  lo.log_every = o.log_every;
-  lo.eval_every = o.eval_every;
-  lo.ckpt_every = o.ckpt_every;
-  lo.stop_after = o.stop_after;
-  lo.resume = o.resume;
-  lo.verbose = o.verbose;
-  lo.meta_json = meta.dump();
+  LoopOptions lo = o.loop(o.out_dir, label, meta.dump());
   lo.resume_keys = resume_keys;
   const TrainReport rep = run_loop(model, opt, pool, lo, cb);
   if (!rep.done) return rep;

@@ -16,24 +16,31 @@
 
 namespace cln::train {
 
-// What base training and fine-tuning share: the data mixture, validation and the loop.
-struct TextRunOptions {
-  std::string data_dir = "out/data";  // tokens/<domain>.<split>.tok
-  std::string out_dir = "out/base";   // checkpoint.bin, loss.csv, valid.csv, loss.png, train.log
-  std::string model_out;              // default out_dir/model.gguf
-  std::vector<std::string> domains;   // empty = all domains
+// What every run shares: batches, schedule, optimizer, seed and the loop's cadence.
+struct RunOptions {
   int64_t batch = 8, seq_len = 256;
   Schedule sched;
   AdamWConfig adam;
   uint64_t seed = 1234;
   int threads = 2;
-  double mix_temperature = 0.5;  // domain share ~ tokens^temperature
   int64_t log_every = 10, eval_every = 250, ckpt_every = 100;
-  int64_t eval_windows = 16;    // validation windows per domain
-  int64_t test_tokens = 65536;  // test tokens per domain in the final perplexity table (0: none)
-  int64_t stop_after = -1;      // stop this run after reaching this step (resume later)
-  bool resume = true;
+  int64_t stop_after = -1;  // stop this run after reaching this step (resume later)
+  bool resume = true;       // continue from the run folder's checkpoint when it exists
   bool verbose = true;
+  // The loop's options for a run in `dir` described by meta_json.
+  LoopOptions loop(const std::string& dir, const std::string& label,
+                   const std::string& meta_json) const;
+};
+
+// What base training and fine-tuning share: the data mixture, validation and the tables.
+struct TextRunOptions : RunOptions {
+  std::string data_dir = "out/data";  // tokens/<domain>.<split>.tok
+  std::string out_dir = "out/base";   // checkpoint.bin, loss.csv, valid.csv, loss.png, train.log
+  std::string model_out;              // default out_dir/model.gguf
+  std::vector<std::string> domains;   // empty = all domains
+  double mix_temperature = 0.5;       // domain share ~ tokens^temperature
+  int64_t eval_windows = 16;          // validation windows per domain
+  int64_t test_tokens = 65536;  // test tokens per domain in the final perplexity table (0: none)
 };
 
 struct BaseTrainOptions : TextRunOptions {
@@ -53,7 +60,7 @@ struct FinetuneOptions : TextRunOptions {
 // Trains every weight of an existing model and writes a GGUF of the same shape (F32).
 TrainReport train_finetune(const FinetuneOptions& o);
 
-struct LoraTrainOptions {
+struct LoraTrainOptions : RunOptions {
   std::string base;                   // base model GGUF of any shape (its tokenizer is used)
   std::string data_dir = "out/data";  // tokens/<domain>.train.tok or tasks/<task>/train.jsonl
   std::string domain;                 // one of domain_names(), or
@@ -63,16 +70,12 @@ struct LoraTrainOptions {
   int64_t rank = 8;
   float alpha = 16.0f;
   std::vector<LayerMatrix> targets = {kAllLayerMatrices.begin(), kAllLayerMatrices.end()};
-  int64_t batch = 8, seq_len = 256;
-  Schedule sched{1e-3, 20, 300, 0.1};
-  AdamWConfig adam{0.9, 0.999, 1e-8, 0.0, 1.0};
-  uint64_t seed = 1234;
-  int threads = 2;
-  int64_t log_every = 10;
-  int64_t ckpt_every = 50;  // adapter + AdamW state to <out_dir>/checkpoint.bin
-  int64_t stop_after = -1;
-  bool resume = true;
-  bool verbose = true;
+  LoraTrainOptions() {
+    sched = Schedule{1e-3, 20, 300, 0.1};
+    adam = AdamWConfig{0.9, 0.999, 1e-8, 0.0, 1.0};
+    eval_every = 0;
+    ckpt_every = 50;  // adapter + AdamW state to <out_dir>/checkpoint.bin
+  }
 };
 // Trains LoRA adapters on a frozen base and writes them in llama.cpp's adapter layout.
 // A checkpoint of another run (domain, task, rank, targets, seed, schedule, base) stops
