@@ -152,5 +152,9 @@ TEST(LinuxBackend, SaysClearlyWhatIsMissing) {
   fs::create_directories(empty);
   LinuxProbe none = probe_linux(empty.string());
   EXPECT_TRUE(none.knobs.empty());
-  EXPECT_GE(none.missing.size(), 4u);
+  ASSERT_EQ(none.missing.size(), 4u) << none.report();
+  EXPECT_NE(none.missing[0].find("no cpufreq policies"), std::string::npos) << none.missing[0];
+  EXPECT_NE(none.missing[1].find("no devfreq devices"), std::string::npos) << none.missing[1];
+  EXPECT_NE(none.missing[2].find("no power rails"), std::string::npos) << none.missing[2];
+  EXPECT_NE(none.missing[3].find("no frequency can be set"), std::string::npos) << none.missing[3];
 }
