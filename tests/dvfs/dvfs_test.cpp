@@ -236,13 +236,15 @@ TEST(Learned, ShippedPolicyIsSmallAndLoads) {
 
 // The judged criteria, on a small chat workload (the full numbers come from
 // `clone sim`, see docs/device.md): attainment within one point of performance, energy
-// within 10% of the oracle, less energy than every governor.
+// within 10% of the oracle, less energy than every governor; and against the strongest
+// simple baseline, one clock per request chosen from the model ("static"): at least its
+// attainment everywhere, and less energy where both meet the same SLOs (idle).
 TEST(Learned, JudgedCriteriaOnASmallWorkload) {
   auto reqs = chat(30, 17);
   for (bool sfu : {false, true}) {
     auto m = nx_model(sfu);
     SweepSpec sp;
-    sp.controllers = {"performance", "powersave", "schedutil", "learned", "oracle"};
+    sp.controllers = {"performance", "powersave", "schedutil", "static", "learned", "oracle"};
     sp.corunners = {"idle", "web-search"};
     sp.policy = shipped();
     auto res = sweep(m, reqs, sp);
@@ -256,7 +258,9 @@ TEST(Learned, JudgedCriteriaOnASmallWorkload) {
       EXPECT_LE(l.energy_j, 1.10 * s[p + "/oracle"].energy_j) << p;
       for (const char* g : {"performance", "powersave", "schedutil"})
         EXPECT_LT(l.energy_j, s[p + "/" + g].energy_j) << p << " vs " << g;
+      EXPECT_GE(l.attainment, s[p + "/static"].attainment) << p << " sfu " << sfu;
     }
+    EXPECT_LT(s["idle/learned"].energy_j, s["idle/static"].energy_j) << "sfu " << sfu;
   }
 }
 
