@@ -70,12 +70,13 @@ struct GradOptions {
 };
 
 // A whole model's loss is a mean over a few tokens through F32 layers: the rounding of the
-// forward pass puts noise of up to about 2e-3 of the largest gradient into the differences
+// forward pass puts noise of up to about 4e-3 of the largest gradient into the differences
 // of its weakest paths (the attention queries, whose gradients are a few percent of the
-// largest), measured on these tests. A larger step and a floor above that noise; the
-// relative tolerance is the same, and still fails a 3% error of the larger gradients.
+// largest), measured on these tests on every SIMD target. A larger step and a floor above
+// that noise; the relative tolerance is the same, and a 3% error of the gradients above
+// 0.4 of the largest still fails.
 constexpr float kModelStep = 3e-2f;
-constexpr double kModelAtol = 5e-3;
+constexpr double kModelAtol = 1e-2;
 
 // Mean over the rows with a target >= 0 of -log softmax(logits)[target], in double.
 double cross_entropy_double(const Tensor& y, const std::vector<int32_t>& targets) {
@@ -238,9 +239,14 @@ TEST(Grad, AddScaleMulSameInput) {
 }
 
 TEST(Grad, CrossEntropyWithIgnoredRows) {
+  // The backward of op::cross_entropy against differences of the loss computed in double.
   auto x = random_tensor("logits", {4, 9}, 14, 2.0f);
   std::vector<int32_t> t = {3, -1, 8, 0};
-  check_grad({x}, [&](Graph& g) { return op::cross_entropy(g, x, t); });
+  check_grad({x}, [&](Graph&) { return x; }, {nullptr, &t});
+  // And its F32 value against that double one.
+  Graph g(nullptr);
+  g.grad_enabled = false;
+  EXPECT_NEAR(op::cross_entropy(g, x, t)->data()[0], cross_entropy_double(*x, t), 1e-6);
 }
 
 TEST(Grad, SmallNetOps) {
