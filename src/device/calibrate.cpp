@@ -143,9 +143,11 @@ std::array<double, N> nelder_mead(std::array<double, N> x0, F f, int iters, int&
   return s[best];
 }
 
-double loss_of(const std::vector<CalibrationPoint>& pts) {
+double loss_of(const std::vector<CalibrationPoint>& pts,
+               const std::vector<std::string>& held_out = {}) {
   double l = 0;
   for (const auto& p : pts) {
+    if (std::find(held_out.begin(), held_out.end(), p.what) != held_out.end()) continue;
     double e = p.modelled < p.lo   ? std::log(p.modelled / p.lo)
                : p.modelled > p.hi ? std::log(p.modelled / p.hi)
                                    : 0;
@@ -156,8 +158,16 @@ double loss_of(const std::vector<CalibrationPoint>& pts) {
 
 }  // namespace
 
-FitResult fit_to_paper(const DeviceProfile& p, const Fit* shared) {
+FitResult fit_to_paper(const DeviceProfile& p, const Fit* shared,
+                       const std::vector<std::string>& held_out) {
   FitResult r;
+  {
+    const auto pts = paper_points(p);
+    for (const auto& h : held_out)
+      if (std::none_of(pts.begin(), pts.end(),
+                       [&](const CalibrationPoint& c) { return c.what == h; }))
+        fail("fit_to_paper: no calibration point \"", h, "\" for ", p.name);
+  }
   bool nx = p.name.find("orin-nx") != std::string::npos;
   DeviceProfile work = p;
   // Bounded transforms keep every factor in its valid range while Nelder-Mead roams freely.
@@ -179,7 +189,7 @@ FitResult fit_to_paper(const DeviceProfile& p, const Fit* shared) {
     };
     auto f = [&](const std::array<double, 4>& x) {
       apply(x);
-      return loss_of(paper_points(work));
+      return loss_of(paper_points(work), held_out);
     };
     // Restart from the best point until the loss stops moving (the simplex can stall).
     double prev = f(x0);
@@ -206,7 +216,7 @@ FitResult fit_to_paper(const DeviceProfile& p, const Fit* shared) {
     };
     auto f = [&](const std::array<double, 2>& x) {
       apply(x);
-      return loss_of(paper_points(work));
+      return loss_of(paper_points(work), held_out);
     };
     double prev = f(x0);
     for (int restart = 0; restart < 8; ++restart) {
@@ -219,7 +229,7 @@ FitResult fit_to_paper(const DeviceProfile& p, const Fit* shared) {
   }
   r.fit = work.fit;
   r.points = paper_points(work);
-  r.loss = loss_of(r.points);
+  r.loss = loss_of(r.points, held_out);
   return r;
 }
 

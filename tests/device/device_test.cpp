@@ -44,6 +44,9 @@ TEST(Profile, ShippedProfilesLoadAndRoundTrip) {
   for (const char* n : {"orin-nx-16gb", "orin-nano-8gb", "host"}) {
     DeviceProfile p = DeviceProfile::load(profile_path(n));
     EXPECT_EQ(p.name, n);
+    // Every field read is written back with its value: to_json gives the file itself.
+    std::ifstream in(profile_path(n));
+    EXPECT_EQ(p.to_json(), json::parse(in)) << n;
     DeviceProfile q = DeviceProfile::from_json(p.to_json(), "roundtrip");
     EXPECT_EQ(q.to_json(), p.to_json());
   }
@@ -85,31 +88,51 @@ TEST(Profile, BadProfilesNameTheField) {
   }
 }
 
-// The paper's Gemma-2B numbers on the shipped profiles, each within 15%.
-TEST(Calibration, PaperMeasurementsWithin15Percent) {
-  for (const char* n : {"orin-nx-16gb", "orin-nano-8gb"}) {
-    auto pts = paper_points(DeviceProfile::load(profile_path(n)));
-    ASSERT_FALSE(pts.empty());
-    for (const auto& p : pts)
-      EXPECT_LT(p.rel_err(), 0.15) << n << ": " << p.what << " modelled " << p.modelled;
-  }
-  auto nx = paper_points(DeviceProfile::load(profile_path("orin-nx-16gb")));
-  EXPECT_EQ(nx.size(), 6u);
+// Calibration, not validation: these are the points the shipped factors were fitted to.
+// Orin NX: 4 free factors, 6 points (two of them the same TPOT): the in-sample residuals,
+// each within 7% (the paper's own numbers disagree by about that: 128 in + 242 out at
+// 255 + 241 x 198 ms is 48.0 s, but it reports 42.6 s end to end). Orin Nano: 2 free
+// factors for its 2 points, so they fit exactly; that only says the fit converged and the
+// shipped file is its output. Validation is in HeldOutPrefillPointsArePredicted.
+TEST(Calibration, ShippedFactorsAreTheFitsOutput) {
+  const auto nx = paper_points(DeviceProfile::load(profile_path("orin-nx-16gb")));
+  ASSERT_EQ(nx.size(), 6u);
+  for (const auto& p : nx) EXPECT_LT(p.rel_err(), 0.07) << p.what << " modelled " << p.modelled;
+  const auto nano = paper_points(DeviceProfile::load(profile_path("orin-nano-8gb")));
+  ASSERT_EQ(nano.size(), 2u);
+  for (const auto& p : nano) EXPECT_LT(p.rel_err(), 1e-3) << p.what << " modelled " << p.modelled;
 }
 
-// Refitting from the shipped factors lands on them: the shipped file is the fit's output.
-TEST(Calibration, FitReproducesShippedFactors) {
-  DeviceProfile nx = DeviceProfile::load(profile_path("orin-nx-16gb"));
-  FitResult r = fit_to_paper(nx);
-  EXPECT_NEAR(r.fit.compute_efficiency, nx.fit.compute_efficiency,
-              0.02 * nx.fit.compute_efficiency);
-  EXPECT_NEAR(r.fit.core_bytes_per_cycle, nx.fit.core_bytes_per_cycle,
-              0.02 * nx.fit.core_bytes_per_cycle);
-  EXPECT_NEAR(r.fit.contention, nx.fit.contention, 0.02);
-  // From a poor start the fit still gets every point within 15%.
+// The fit from a poor start finds the shipped factors (the start is far from them: a fit
+// that stalls or drifts fails here).
+TEST(Calibration, FitFromAPoorStartLandsOnTheShippedFactors) {
+  const DeviceProfile shipped = DeviceProfile::load(profile_path("orin-nx-16gb"));
+  DeviceProfile nx = shipped;
   nx.fit.compute_efficiency = 0.5, nx.fit.core_bytes_per_cycle = 500, nx.fit.contention = 0.2;
-  r = fit_to_paper(nx);
-  for (const auto& p : r.points) EXPECT_LT(p.rel_err(), 0.15) << p.what;
+  const FitResult r = fit_to_paper(nx);
+  EXPECT_NEAR(r.fit.compute_efficiency, shipped.fit.compute_efficiency,
+              0.01 * shipped.fit.compute_efficiency);
+  EXPECT_NEAR(r.fit.core_bytes_per_cycle, shipped.fit.core_bytes_per_cycle,
+              0.01 * shipped.fit.core_bytes_per_cycle);
+  EXPECT_NEAR(r.fit.contention, shipped.fit.contention, 0.01);
+}
+
+// Validation: refit the Orin NX factors without one of the two prefill points and predict
+// it. The other points still pin every factor (TTFT 128 or 1024 the compute efficiency,
+// TPOT the memory path, the co-runner run the contention), so the held-out TTFT is a real
+// prediction of how prefill time grows from 128 to 1024 tokens (the paper: 7.6x).
+// Measured: 7.0% (128 held out) and 7.5% (1024 held out).
+TEST(Calibration, HeldOutPrefillPointsArePredicted) {
+  const DeviceProfile nx = DeviceProfile::load(profile_path("orin-nx-16gb"));
+  for (const char* held : {"TTFT, 128-token prompt", "TTFT, 1024-token prompt"}) {
+    const FitResult r = fit_to_paper(nx, nullptr, {held});
+    for (const auto& p : r.points)
+      if (p.what == held) {
+        EXPECT_LT(p.rel_err(), 0.10)
+            << held << ": predicted " << p.modelled << " s, measured " << p.measured << " s";
+      }
+  }
+  EXPECT_THROW(fit_to_paper(nx, nullptr, {"TTFT, 4096-token prompt"}), Error);
 }
 
 TEST(CostModel, RooflineBehaviour) {
@@ -146,10 +169,15 @@ TEST(CostModel, OffloadWhenTheModelDoesNotFit) {
   EXPECT_FALSE(fits.offloaded());
   ASSERT_TRUE(big.offloaded());
   Work w = big.work(0, Phase::Decode, 100, 1);
-  EXPECT_GT(w.stream_bytes, 0);
-  // The streamed share arrives at storage bandwidth (1.5 GB/s): far slower than DRAM.
-  EXPECT_GE(big.cost(w, big.max_level(), 0).time_s,
-            w.stream_bytes / (nano.storage_gbps * 1e9) * 0.999);
+  // By hand: Llama-2-7B has 32 layers of 202375168 F16 weights and two F32 norms of 4096,
+  // 404783104 bytes each, plus 2 x 4096 x 32000 F16 embedding and output and the F32
+  // output norm: 13477363712 bytes. The Nano keeps 8 GB x 0.8 - 4096 tokens of KV (32 x
+  // 8192 x 2 bytes each) - 0.25 GB of activations = 4002516352 bytes of it resident, a
+  // share of 0.296981; the rest of layer 0 streams from storage every pass: 284570351 bytes.
+  EXPECT_NEAR(w.stream_bytes, 284570351.17, 1.0);
+  // At 1.5 GB/s that takes 190 ms, far longer than the resident part from DRAM, so the
+  // layer's time is the storage time.
+  EXPECT_NEAR(big.cost(w, big.max_level(), 0).time_s, 284570351.17 / 1.5e9, 1e-6);
 }
 
 TEST(CostModel, PerLayerShapesAndLora) {
@@ -186,13 +214,20 @@ TEST(CostModel, SfuGridAndSwitchCosts) {
   EXPECT_DOUBLE_EQ(sfu.levels().back().mhz, 918);
   for (size_t i = 1; i < sfu.levels().size(); ++i)
     EXPECT_GE(sfu.levels()[i].volt, sfu.levels()[i - 1].volt);
-  EXPECT_LT(sfu.switch_time_s(), jet.switch_time_s() / 100);
+  // The profile's numbers: the GPU's DVFS switch takes 500 us and 50 uJ, the SFU's 1 us
+  // and 0.1 uJ; while switching, the board draws its idle 4 W.
+  EXPECT_DOUBLE_EQ(jet.switch_time_s(), 500e-6);
+  EXPECT_DOUBLE_EQ(sfu.switch_time_s(), 1e-6);
   SimDevice d(std::make_shared<CostModel>(jet), CorunnerTrace::constant(0));
   double t0 = d.now_s(), e0 = d.energy_j();
   d.set_level(0);
   EXPECT_EQ(d.switches(), 1);
-  EXPECT_NEAR(d.now_s() - t0, jet.switch_time_s(), 1e-12);
-  EXPECT_GT(d.energy_j(), e0);
+  EXPECT_NEAR(d.now_s() - t0, 500e-6, 1e-15);
+  EXPECT_NEAR(d.energy_j() - e0, 50e-6 + 500e-6 * 4.0, 1e-15);
+  SimDevice ds(std::make_shared<CostModel>(sfu), CorunnerTrace::constant(0));
+  ds.set_level(0);
+  EXPECT_NEAR(ds.now_s(), 1e-6, 1e-18);
+  EXPECT_NEAR(ds.energy_j(), 0.1e-6 + 1e-6 * 4.0, 1e-18);
   d.set_level(0);
   EXPECT_EQ(d.switches(), 1);
   EXPECT_THROW(d.set_level(99), Error);

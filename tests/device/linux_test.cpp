@@ -1,9 +1,11 @@
 // The linux backend against a sysfs-shaped tree the test builds.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "clone/core/error.h"
 #include "clone/device/linux.h"
@@ -104,8 +106,21 @@ TEST(LinuxBackend, SetsGpuAndCpuFrequencies) {
   EXPECT_THROW(gpu.set_level(7), Error);
   // Power comes from the input rail only (the others are parts of it).
   EXPECT_NEAR(gpu.read_power_w(), 10.0, 1e-9);
-  gpu.on_layer(LayerEvent{Phase::Decode, 0, 18, 10, 1});
-  EXPECT_GE(gpu.energy_j(), 0);
+  // Energy is the trapezoid of the input rail's power over the time between layer
+  // boundaries: 10 W from the start, then 15 W (the current goes from 2 A to 3 A).
+  const LayerEvent ev{Phase::Decode, 0, 18, 10, 1};
+  const double t_a = gpu.now_s();
+  gpu.on_layer(ev);
+  const double t_b = gpu.now_s(), e1 = gpu.energy_j();
+  EXPECT_GE(e1, 10.0 * t_a);
+  EXPECT_LE(e1, 10.0 * t_b);
+  put(root / "sys/class/hwmon/hwmon1/curr1_input", "3000");
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  const double t_c = gpu.now_s();
+  gpu.on_layer(ev);
+  const double t_d = gpu.now_s(), e2 = gpu.energy_j();
+  EXPECT_GE(e2 - e1, 0.5 * (10.0 + 15.0) * (t_c - t_b));
+  EXPECT_LE(e2 - e1, 0.5 * (10.0 + 15.0) * (t_d - t_a));
 
   LinuxDevice cpu(root.string(), "policy0");
   cpu.set_level(1);
@@ -137,5 +152,9 @@ TEST(LinuxBackend, SaysClearlyWhatIsMissing) {
   fs::create_directories(empty);
   LinuxProbe none = probe_linux(empty.string());
   EXPECT_TRUE(none.knobs.empty());
-  EXPECT_GE(none.missing.size(), 4u);
+  ASSERT_EQ(none.missing.size(), 4u) << none.report();
+  EXPECT_NE(none.missing[0].find("no cpufreq policies"), std::string::npos) << none.missing[0];
+  EXPECT_NE(none.missing[1].find("no devfreq devices"), std::string::npos) << none.missing[1];
+  EXPECT_NE(none.missing[2].find("no power rails"), std::string::npos) << none.missing[2];
+  EXPECT_NE(none.missing[3].find("no frequency can be set"), std::string::npos) << none.missing[3];
 }

@@ -125,9 +125,12 @@ TEST(MlpFit, InferenceCopyEqualsAutogradForward) {
 
   // And the round trip through the tensors keeps every parameter.
   Mlp back = net;
-  back.w1.assign(back.w1.size(), 0), back.b2 = 0;
+  back.w1.assign(back.w1.size(), 0), back.b1.assign(back.b1.size(), 0);
+  back.w2.assign(back.w2.size(), 0), back.b2 = 0;
   MlpTensors(net).copy_to(back);
   EXPECT_EQ(back.w1, net.w1);
+  EXPECT_EQ(back.b1, net.b1);
+  EXPECT_EQ(back.w2, net.w2);
   EXPECT_EQ(back.b2, net.b2);
 }
 

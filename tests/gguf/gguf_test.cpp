@@ -60,38 +60,67 @@ TEST(Gguf, RoundTrip) {
   const GgufTensorInfo* a = f->find_tensor("a");
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->ne, (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(a->type, DType::F32);
   float v[6];
   std::memcpy(v, f->tensor_data(*a), sizeof v);
-  EXPECT_FLOAT_EQ(v[5], 1.25f);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(v[i], 0.25f * static_cast<float>(i)) << i;
   EXPECT_EQ(reinterpret_cast<uintptr_t>(f->tensor_data(*a)) % 32, 0u);
   const GgufTensorInfo* b = f->find_tensor("b.weight");
-  EXPECT_EQ(b->nbytes, 2 * sizeof(BlockQ8_0));
-  EXPECT_EQ(f->tensor_data(*b)[0], 0x11);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->type, DType::Q8_0);
+  EXPECT_EQ(b->ne, (std::vector<int64_t>{64}));
+  // Two Q8_0 blocks of 34 bytes (an fp16 scale and 32 quants), every byte as written.
+  ASSERT_EQ(b->nbytes, 68u);
+  for (size_t i = 0; i < 68; ++i) EXPECT_EQ(f->tensor_data(*b)[i], 0x11) << i;
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(f->tensor_data(*b)) % 32, 0u);
 }
 
 TEST(Gguf, ReadsLlamaCppFiles) {
-  for (const char* name : {"golden-f32.gguf", "golden-q8_0.gguf", "golden-q4_0.gguf",
-                           "golden-per-layer-f32.gguf", "golden-per-layer-q4_0.gguf"}) {
+  // 4 layers of 9 tensors (2 norms, q k v o, gate up down) plus token_embd, output_norm
+  // and output; in the per-layer files layer 2 has no attention (ffn_norm and the FFN).
+  const std::pair<const char*, size_t> files[] = {{"golden-f32.gguf", 39},
+                                                  {"golden-q8_0.gguf", 39},
+                                                  {"golden-q4_0.gguf", 39},
+                                                  {"golden-per-layer-f32.gguf", 34},
+                                                  {"golden-per-layer-q4_0.gguf", 34}};
+  for (const auto& [name, n_tensors] : files) {
     auto f = GgufFile::open(std::string(CLONE_SHARED_DIR) + "/data/golden-gguf/" + name);
-    EXPECT_GE(f->tensors().size(), 10u) << name;
+    EXPECT_EQ(f->tensors().size(), n_tensors) << name;
     EXPECT_TRUE(f->has("tokenizer.ggml.tokens")) << name;
-    // A file re-written by clone reads back with the same keys and tensor bytes.
+    // A file re-written by clone is the file llama.cpp's gguf writer wrote, byte for byte
+    // (same layout, padding and alignment); and it reads back with the same keys, values
+    // and tensors (which says where, if the bytes ever differ).
     GgufWriter w;
     for (const auto& [k, v] : f->metadata()) w.set(k, v);
     for (const auto& t : f->tensors()) w.add_tensor(t.name, t.type, t.ne, f->tensor_data(t), t.nbytes);
     const std::string p = tmp_path(std::string("rewrite_") + name);
     w.write(p);
+    EXPECT_TRUE(read_all(p) == read_all(f->path()))
+        << name << ": rewrite differs from the original";
     auto g = GgufFile::open(p);
     ASSERT_EQ(g->metadata().size(), f->metadata().size());
     for (size_t i = 0; i < f->metadata().size(); ++i) {
-      EXPECT_EQ(g->metadata()[i].first, f->metadata()[i].first);
-      EXPECT_EQ(g->metadata()[i].second.type, f->metadata()[i].second.type);
-      EXPECT_EQ(g->metadata()[i].second.array_size(), f->metadata()[i].second.array_size());
+      const auto& [key, want] = f->metadata()[i];
+      const GgufValue& got = g->metadata()[i].second;
+      SCOPED_TRACE(key);
+      EXPECT_EQ(g->metadata()[i].first, key);
+      EXPECT_EQ(got.type, want.type);
+      EXPECT_EQ(got.elem, want.elem);
+      EXPECT_EQ(got.i, want.i);
+      EXPECT_EQ(got.f, want.f);
+      EXPECT_EQ(got.s, want.s);
+      EXPECT_EQ(got.ai, want.ai);
+      EXPECT_EQ(got.af, want.af);
+      EXPECT_EQ(got.as, want.as);
     }
-    for (const auto& t : f->tensors()) {
-      const GgufTensorInfo* u = g->find_tensor(t.name);
-      ASSERT_NE(u, nullptr);
-      EXPECT_EQ(0, std::memcmp(f->tensor_data(t), g->tensor_data(*u), t.nbytes)) << t.name;
+    ASSERT_EQ(g->tensors().size(), f->tensors().size());
+    for (size_t i = 0; i < f->tensors().size(); ++i) {
+      const GgufTensorInfo &t = f->tensors()[i], &u = g->tensors()[i];
+      EXPECT_EQ(u.name, t.name);
+      EXPECT_EQ(u.type, t.type) << t.name;
+      EXPECT_EQ(u.ne, t.ne) << t.name;
+      ASSERT_EQ(u.nbytes, t.nbytes) << t.name;
+      EXPECT_EQ(0, std::memcmp(f->tensor_data(t), g->tensor_data(u), t.nbytes)) << t.name;
     }
   }
 }

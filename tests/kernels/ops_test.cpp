@@ -538,6 +538,67 @@ TEST(Attention, CausalGqaAgainstCache) {
   });
 }
 
+// ------------------------------------------------------------------- hand-computed values
+// The references above are the oracles of every kernel test, so they are pinned here to
+// values worked out by hand (and every target's kernel with them).
+TEST(Reference, HandComputedValues) {
+  for_each_target([&] {
+    for (bool use_ref : {true, false}) {
+      SCOPED_TRACE(use_ref ? "ref" : "kernel");
+      // rmsnorm: [3, 4] has mean square 12.5; weights 1 and 2.
+      const float x[2] = {3, 4}, w[2] = {1, 2};
+      float y[2];
+      (use_ref ? ref::rmsnorm : rmsnorm)(x, w, y, 1, 2, 1e-5f);
+      EXPECT_NEAR(y[0], 3 / std::sqrt(12.5 + 1e-5), 1e-6);
+      EXPECT_NEAR(y[1], 8 / std::sqrt(12.5 + 1e-5), 1e-6);
+
+      // rope, head_dim 4 at position 1: the pair (x0, x1) turns by 1 rad, the pair (x2, x3)
+      // by 10000^(-2/4) = 0.01 rad (adjacent pairs, llama.cpp's "normal" RoPE); position 0
+      // does nothing.
+      float r[8] = {1, 0, 0, 1, 0.5f, -2, 3, 7};
+      const int32_t pos[2] = {1, 0};
+      (use_ref ? ref::rope : rope)(r, 2, 1, 4, pos, 10000.0f);
+      const double want_r[8] = {
+          std::cos(1.0), std::sin(1.0), -std::sin(0.01), std::cos(0.01), 0.5, -2, 3, 7};
+      for (int i = 0; i < 8; ++i) EXPECT_NEAR(r[i], want_r[i], 1e-6) << "rope " << i;
+
+      // silu(g) * u = g / (1 + e^-g) * u
+      const float g[3] = {0, 1, -2}, u[3] = {5, 2, 3};
+      float sm[3];
+      (use_ref ? ref::silu_mul : silu_mul)(g, u, sm, 3);
+      EXPECT_EQ(sm[0], 0.0f);
+      EXPECT_NEAR(sm[1], 2 / (1 + std::exp(-1.0)), 1e-6);
+      EXPECT_NEAR(sm[2], -6 / (1 + std::exp(2.0)), 1e-6);
+
+      // softmax of [ln 1, ln 2, ln 5, -inf] = [1, 2, 5, 0] / 8
+      float p[4] = {0, static_cast<float>(std::log(2.0)), static_cast<float>(std::log(5.0)),
+                    -INFINITY};
+      (use_ref ? ref::softmax : softmax)(p, 4);
+      EXPECT_NEAR(p[0], 0.125, 1e-7);
+      EXPECT_NEAR(p[1], 0.25, 1e-7);
+      EXPECT_NEAR(p[2], 0.625, 1e-7);
+      EXPECT_EQ(p[3], 0.0f);
+
+      // Attention, 2 tokens, 4 query heads on 2 KV heads (heads 0, 1 read KV head 0; heads
+      // 2, 3 read KV head 1), dk = dv = 1; k = 0 then 1 in both KV heads, v = (4, 8) in KV
+      // head 0 and (40, 80) in KV head 1. Token 0 sees only itself: 4, 4, 40, 40. Token 1:
+      // q = ln 3 gives scores (0, ln 3) and weights (1/4, 3/4); q = 0 even weights; q = -ln 3
+      // weights (3/4, 1/4). So 0.25 * 4 + 0.75 * 8 = 7, 6, 70 and 0.75 * 40 + 0.25 * 80 = 50.
+      const float l3 = static_cast<float>(std::log(3.0));
+      const float q[8] = {5, -1, 2, 0.3f, l3, 0, l3, -l3}, k[4] = {0, 0, 1, 1},
+                  v[4] = {4, 40, 8, 80};
+      float o[8];
+      const AttentionShape s{4, 2, 1, 1};
+      if (use_ref)
+        ref::attention(q, k, v, o, 2, 0, s);
+      else
+        attention(q, k, v, o, 2, 0, s, nullptr);
+      const double want_o[8] = {4, 4, 40, 40, 7, 6, 70, 50};
+      for (int i = 0; i < 8; ++i) EXPECT_NEAR(o[i], want_o[i], 2e-5) << "attention " << i;
+    }
+  });
+}
+
 // -------------------------------------------------------------------------- thread pool
 TEST(ThreadPool, EveryThreadRunsEveryTaskOnce) {
   for (int size = 1; size <= 6; ++size) {
@@ -611,9 +672,16 @@ TEST(ThreadPool, SplitRangeCoversEverythingOnce) {
       }
 }
 
-TEST(Machine, ReportsTarget) {
-  const std::string t = simd_target_name();
-  EXPECT_FALSE(t.empty());
+TEST(Machine, ReportsTheTargetTheKernelsRunOn) {
+  // The best target by default; the forced one while a test pins another.
+  ASSERT_FALSE(detail::available_targets().empty());
+  EXPECT_STREQ(simd_target_name(), hwy::TargetName(detail::available_targets().front()));
+  for (int64_t t : detail::available_targets()) {
+    detail::force_target(t);
+    EXPECT_STREQ(simd_target_name(), hwy::TargetName(t));
+  }
+  detail::force_target(0);
+  EXPECT_STREQ(simd_target_name(), hwy::TargetName(detail::available_targets().front()));
 }
 
 }  // namespace

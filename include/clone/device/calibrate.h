@@ -48,11 +48,15 @@ struct FitResult {
   std::vector<std::string> fitted;  // names of the factors that were free
   std::vector<CalibrationPoint> points;
   int evaluations = 0;
-  double loss = 0;
+  double loss = 0;  // over the points not held out
 };
 // NX: frees compute_efficiency, core_bytes_per_cycle, overlap, contention.
 // Nano: frees compute_efficiency and core_bytes_per_cycle; overlap and contention are the
 // NX values passed in (same SoC family, too few Nano measurements to pin them).
-FitResult fit_to_paper(const DeviceProfile& p, const Fit* shared = nullptr);
+// held_out: points (by `what`) left out of the loss, to see how well the fit predicts
+// them (validation rather than calibration); FitResult::points still has them, and
+// loss is over the others. An unknown name is an error.
+FitResult fit_to_paper(const DeviceProfile& p, const Fit* shared = nullptr,
+                       const std::vector<std::string>& held_out = {});
 
 }  // namespace cln::device
