@@ -27,29 +27,27 @@ TEST(Corpus, DictdNumbers) {
 }
 
 // The split is the document's hash mod 1000: below 900 train, below 950 valid, else test.
-// Every expected value here was computed by a separate Python implementation of the hash
-// (h ^= byte; h *= 1099511628211 mod 2^64, from h = 1469598103934665603). Note that this
-// start value is not FNV-1a's offset basis (14695981039346656037, one digit longer): the
-// hash is FNV-1a-like, not FNV-1a, and the shipped splits (and the seeds name_seed
-// derives from it) depend on it as it is.
+// The hash is FNV-1a 64: the published test vectors, and splits computed by a separate
+// Python implementation (h = 14695981039346656037; per byte h ^= byte, h *= 1099511628211
+// mod 2^64).
 TEST(Corpus, SplitOfKnownDocuments) {
-  EXPECT_EQ(fnv1a64(""), 1469598103934665603ull);
-  EXPECT_EQ(fnv1a64("a"), 4953267810257967366ull);
-  EXPECT_EQ(fnv1a64("foobar"), 9870438755804841970ull);
-  EXPECT_EQ(fnv1a64("document 0"), 3534328294951078710ull);
-  // "document i": hash mod 1000 is 710, 921, 288 and 994 for i = 0, 1, 2, 26.
+  EXPECT_EQ(fnv1a64(""), 0xcbf29ce484222325ull);
+  EXPECT_EQ(fnv1a64("a"), 0xaf63dc4c8601ec8cull);
+  EXPECT_EQ(fnv1a64("foobar"), 0x85944171f73967e8ull);
+  EXPECT_EQ(fnv1a64("document 0"), 14136518262925373188ull);
+  // "document i": hash mod 1000 is 188, 902, 113, 961 and 999 for i = 0, 20, 21, 14, 30.
   EXPECT_EQ(split_of("document 0"), Split::Train);
-  EXPECT_EQ(split_of("document 1"), Split::Valid);
-  EXPECT_EQ(split_of("document 2"), Split::Train);
-  EXPECT_EQ(split_of("document 21"), Split::Valid);  // 939
-  EXPECT_EQ(split_of("document 26"), Split::Test);   // 994
-  EXPECT_EQ(split_of("document 46"), Split::Test);   // 972
+  EXPECT_EQ(split_of("document 20"), Split::Valid);
+  EXPECT_EQ(split_of("document 21"), Split::Train);
+  EXPECT_EQ(split_of("document 35"), Split::Valid);  // 944
+  EXPECT_EQ(split_of("document 14"), Split::Test);   // 961
+  EXPECT_EQ(split_of("document 30"), Split::Test);   // 999
   int counts[3] = {0, 0, 0};
   for (int i = 0; i < 20000; ++i)
     ++counts[static_cast<int>(split_of("document " + std::to_string(i)))];
-  EXPECT_EQ(counts[0], 17994);
-  EXPECT_EQ(counts[1], 991);
-  EXPECT_EQ(counts[2], 1015);
+  EXPECT_EQ(counts[0], 18009);
+  EXPECT_EQ(counts[1], 996);
+  EXPECT_EQ(counts[2], 995);
 }
 
 TEST(Corpus, Utf8Validation) {

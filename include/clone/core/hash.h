@@ -8,7 +8,7 @@
 
 namespace cln {
 
-inline constexpr uint64_t kFnvOffset = 1469598103934665603ull;
+inline constexpr uint64_t kFnvOffset = 14695981039346656037ull;  // FNV-1a 64 offset basis
 
 // FNV-1a 64 of s, continuing from h (the offset basis for a fresh hash).
 constexpr uint64_t fnv1a64(std::string_view s, uint64_t h = kFnvOffset) {
