@@ -153,6 +153,31 @@ TEST(Engine, QuantizedModelsMatchTheirDequantizedWeights) {
       EXPECT_EQ(q->config().type_overrides.at("blk.3.attn_output.weight"), DType::F16);
     else
       EXPECT_TRUE(q->config().type_overrides.empty());
+    // Every stored weight is the original within its format's rounding: F16 to 2^-11
+    // relative; Q8_0 to amax/254 of its block of 32 (d = amax/127, rounded); Q4_0 to amax/8
+    // (d = amax/8, rounded; the clamp at +7 d can cost a whole step).
+    for (const auto& ti : q->gguf().tensors()) {
+      const GgufTensorInfo* to = m->gguf().find_tensor(ti.name);
+      ASSERT_NE(to, nullptr) << ti.name;
+      const int64_t cols = ti.ne[0], rows = ti.n_elements() / cols;
+      std::vector<float> orig(static_cast<size_t>(cols)), deq(orig.size());
+      for (int64_t r = 0; r < rows; ++r) {
+        kernels::ref::dequantize_row(to->type, m->gguf().tensor_data(*to) + r * dtype_row_bytes(to->type, cols), orig.data(), cols);
+        kernels::ref::dequantize_row(ti.type, q->gguf().tensor_data(ti) + r * dtype_row_bytes(ti.type, cols), deq.data(), cols);
+        for (int64_t b = 0; b < cols; b += 32) {
+          float amax = 0;
+          for (int64_t j = b; j < std::min(cols, b + 32); ++j) amax = std::max(amax, std::fabs(orig[static_cast<size_t>(j)]));
+          for (int64_t j = b; j < std::min(cols, b + 32); ++j) {
+            const float o = orig[static_cast<size_t>(j)], d = deq[static_cast<size_t>(j)];
+            const double bound = ti.type == DType::F32    ? 0.0
+                                 : ti.type == DType::F16  ? std::fabs(o) * 0x1p-11 + 1e-7
+                                 : ti.type == DType::Q8_0 ? amax / 254.0 * 1.0001
+                                                          : amax / 8.0 * 1.0001;
+            ASSERT_LE(std::fabs(o - d), bound) << name << " " << ti.name << " row " << r << " col " << j;
+          }
+        }
+      }
+    }
     quantize_model(q->gguf(), DType::F32, back);
     Context cq(q, {32, 2, 512}), cb(Model::load(back), {32, 2, 512});
     std::vector<float> ref;
@@ -176,17 +201,35 @@ TEST(Engine, QuantizedModelsMatchTheirDequantizedWeights) {
   }
 }
 
-TEST(Engine, InitModelIsDeterministic) {
+TEST(Engine, InitModelIsSeededWithTheAskedSpread) {
   ModelConfig c = test::per_layer_config();
-  c.head_dim_k = c.head_dim_v = 32;
-  const std::string a = test::tmp_path("det_a.gguf"), b = test::tmp_path("det_b.gguf");
-  init_model(c, {11, DType::Q8_0, 0.02f}, nullptr, a);
-  init_model(c, {11, DType::Q8_0, 0.02f}, nullptr, b);
-  auto fa = GgufFile::open(a), fb = GgufFile::open(b);
-  ASSERT_EQ(fa->file_size(), fb->file_size());
-  for (const auto& t : fa->tensors())
-    EXPECT_EQ(0,
-              std::memcmp(fa->tensor_data(t), fb->tensor_data(*fb->find_tensor(t.name)), t.nbytes));
+  const std::string a = test::tmp_path("det_a.gguf"), b = test::tmp_path("det_b.gguf"),
+                    other = test::tmp_path("det_c.gguf");
+  init_model(c, {11, DType::F32, 0.02f}, nullptr, a);
+  init_model(c, {11, DType::F32, 0.02f}, nullptr, b);
+  init_model(c, {12, DType::F32, 0.02f}, nullptr, other);
+  auto fa = GgufFile::open(a), fb = GgufFile::open(b), fc = GgufFile::open(other);
+  for (const auto& t : fa->tensors()) {
+    const auto* x = reinterpret_cast<const float*>(fa->tensor_data(t));
+    const auto* y = reinterpret_cast<const float*>(fb->tensor_data(*fb->find_tensor(t.name)));
+    const auto* z = reinterpret_cast<const float*>(fc->tensor_data(*fc->find_tensor(t.name)));
+    int64_t same = 0, differ = 0;
+    double sum = 0, sq = 0;
+    for (int64_t i = 0; i < t.n_elements(); ++i) {
+      same += x[i] == y[i];
+      differ += x[i] != z[i];
+      sum += x[i], sq += double{x[i]} * x[i];
+    }
+    EXPECT_EQ(same, t.n_elements()) << t.name << ": the same seed gives the same weights";
+    EXPECT_GT(differ, t.n_elements() * 9 / 10) << t.name << ": another seed, other weights";
+    const double n = static_cast<double>(t.n_elements()), mean = sum / n;
+    if (t.ne.size() == 2) {  // uniform with standard deviation 0.02
+      EXPECT_NEAR(std::sqrt(sq / n - mean * mean), 0.02, 0.002) << t.name;
+      EXPECT_NEAR(mean, 0.0, 0.002) << t.name;
+    } else {  // norms: uniform in [0.8, 1.2)
+      EXPECT_NEAR(mean, 1.0, 0.05) << t.name;
+    }
+  }
 }
 
 TEST(Engine, UniformModelsAreWrittenAsLlamaAndPerLayerAsDeci) {
@@ -257,15 +300,27 @@ TEST(Sampler, GreedyTopKTopPAndSeeds) {
   EXPECT_EQ(greedy.sample(logits), 1);
   Sampler top1({1.0f, 1, 1.0f, 1});
   for (int i = 0; i < 20; ++i) EXPECT_EQ(top1.sample(logits), 1);
+  // Top-2 at temperature 1: tokens 1 and 2 with probabilities e^2 / (e^2 + e^1.9) = 0.525
+  // and 0.475; 4000 draws put token 1's share within 0.525 +- 0.025 (3.2 sigma).
   Sampler top2({1.0f, 2, 1.0f, 3});
-  for (int i = 0; i < 50; ++i) {
+  int ones = 0;
+  for (int i = 0; i < 4000; ++i) {
     const int32_t t = top2.sample(logits);
-    EXPECT_TRUE(t == 1 || t == 2);
+    ASSERT_TRUE(t == 1 || t == 2);
+    ones += t == 1;
   }
+  EXPECT_NEAR(ones / 4000.0, 1.0 / (1.0 + std::exp(-0.1)), 0.025);
   Sampler nucleus({1.0f, 0, 0.3f, 3});  // token 1 alone holds more than 30% of the mass
   for (int i = 0; i < 20; ++i) EXPECT_EQ(nucleus.sample(logits), 1);
-  Sampler s1({1.0f, 0, 1.0f, 99}), s2({1.0f, 0, 1.0f, 99});
-  for (int i = 0; i < 50; ++i) EXPECT_EQ(s1.sample(logits), s2.sample(logits));
+  // Seeds: one seed repeats its draws, another draws otherwise.
+  Sampler s1({1.0f, 0, 1.0f, 99}), s2({1.0f, 0, 1.0f, 99}), s3({1.0f, 0, 1.0f, 100});
+  int differ = 0;
+  for (int i = 0; i < 200; ++i) {
+    const int32_t a = s1.sample(logits);
+    EXPECT_EQ(a, s2.sample(logits));
+    differ += a != s3.sample(logits);
+  }
+  EXPECT_GT(differ, 40);
   std::vector<float> bad = {0.0f, std::nanf("")};
   EXPECT_THROW(greedy.sample(bad), Error);
   EXPECT_THROW(Sampler({-1.0f, 0, 1.0f, 0}), Error);
