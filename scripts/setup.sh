@@ -13,18 +13,27 @@
 #   python3-torch python3-numpy libopenblas0-pthread   independent reference implementations in tests
 #   gnuplot-nox                   plots (loss curves, timelines, Pareto fronts)
 #   zlib1g-dev                    reading the gzip-compressed dictionaries (GCIDE, FOLDOC) for corpora
+#   g++-aarch64-linux-gnu         cross-building the kernels and their tests for aarch64 (Jetson)
+#   libhwy-dev:arm64 libgtest-dev:arm64  arm64 Highway and GoogleTest for that build (multiarch;
+#                                 libhwy1:arm64 brings libc6:arm64, whose loader runs the tests)
+#   qemu-user                     running the aarch64 kernel tests (NEON, SVE, SVE2) on this machine
 set -euo pipefail
 pkgs=(cmake ninja-build g++ clang libhwy-dev libsentencepiece-dev sentencepiece
       nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libgtest-dev libgmock-dev
       libbenchmark-dev libfuzzer-14-dev python3-torch python3-numpy libopenblas0-pthread
-      gnuplot-nox zlib1g-dev)
+      gnuplot-nox zlib1g-dev g++-aarch64-linux-gnu libhwy-dev:arm64 libgtest-dev:arm64 qemu-user)
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+# The :arm64 packages need the arm64 architecture (then an apt-get update, done below because
+# they are missing).
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  $SUDO dpkg --add-architecture arm64
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
 fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs what is needed, builds, and runs every test: the Release build, the same
-# tests under AddressSanitizer + UndefinedBehaviorSanitizer, and a short fuzz run of
-# the GGUF reader. Exits non-zero on any failure.
+# Installs what is needed, builds, and runs every test: the Release build, the kernel tests
+# cross-built for aarch64 and run under qemu-user, the same tests as the Release build under
+# AddressSanitizer + UndefinedBehaviorSanitizer, and a short fuzz run of the GGUF reader.
+# Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -13,6 +14,14 @@ echo "== Release build and tests"
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release -j"$jobs"
 (cd build/release && ctest -j"$jobs" --output-on-failure --timeout 900)
+
+echo "== aarch64 (cross-built, run under qemu-user)"
+# The kernels and their tests (core, gguf, kernels) for the boards' CPUs: every op against its
+# reference on NEON, SVE, SVE2 and SVE2_128 (128-bit SVE vectors), then on SVE_256 (256-bit).
+cmake -S . -B build/aarch64 -G Ninja -DCMAKE_BUILD_TYPE=Release -DCLONE_KERNELS_ONLY=ON \
+  -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-linux-gnu.cmake >/dev/null
+cmake --build build/aarch64 -j"$jobs"
+(cd build/aarch64 && ctest -j"$jobs" --output-on-failure --timeout 900)
 
 echo "== ASan + UBSan build and tests"
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLONE_SANITIZE=ON \

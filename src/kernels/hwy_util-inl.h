@@ -44,13 +44,16 @@ HWY_INLINE hn::Vec<DF> HalfBitsToF32(DF df, VU h) {
 // Loads Lanes(df) halves and widens them to float.
 template <class DF>
 HWY_INLINE hn::Vec<DF> LoadHalfAsF32(DF df, const uint16_t* HWY_RESTRICT p) {
+  const hn::Rebind<uint16_t, DF> du16;
 #if (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2) || HWY_ARCH_ARM_A64
-  // F16C / AArch64 convert in hardware, exactly.
+  // F16C / AArch64 convert in hardware, exactly. The halves are loaded as the uint16_t they
+  // are stored as, then reinterpreted: on AArch64 hwy::float16_t is __fp16, and GCC 12 moves
+  // an SVE load through a __fp16 pointer above the uint16_t store it should read (strict
+  // aliasing), which made HalfToF32 return the previous call's value.
   const hn::Rebind<hwy::float16_t, DF> dh;
-  return hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+  return hn::PromoteTo(df, hn::BitCast(dh, hn::LoadU(du16, p)));
 #else
   const hn::RebindToUnsigned<DF> du;
-  const hn::Rebind<uint16_t, DF> du16;
   return HalfBitsToF32(df, hn::PromoteTo(du, hn::LoadU(du16, p)));
 #endif
 }

@@ -154,8 +154,9 @@ TEST(Engine, QuantizedModelsMatchTheirDequantizedWeights) {
     else
       EXPECT_TRUE(q->config().type_overrides.empty());
     // Every stored weight is the original within its format's rounding: F16 to 2^-11
-    // relative; Q8_0 to amax/254 of its block of 32 (d = amax/127, rounded); Q4_0 to amax/8
-    // (d = amax/8, rounded; the clamp at +7 d can cost a whole step).
+    // relative; Q8_0 to d/2 with d = amax/127 of its block of 32, plus |q| <= 127 times the
+    // rounding of d itself to F16 (2^-11 d); Q4_0 to d = amax/8 (the clamp at +7 d can cost a
+    // whole step) plus 8 times d's F16 rounding.
     for (const auto& ti : q->gguf().tensors()) {
       const GgufTensorInfo* to = m->gguf().find_tensor(ti.name);
       ASSERT_NE(to, nullptr) << ti.name;
@@ -171,8 +172,9 @@ TEST(Engine, QuantizedModelsMatchTheirDequantizedWeights) {
             const float o = orig[static_cast<size_t>(j)], d = deq[static_cast<size_t>(j)];
             const double bound = ti.type == DType::F32    ? 0.0
                                  : ti.type == DType::F16  ? std::fabs(o) * 0x1p-11 + 1e-7
-                                 : ti.type == DType::Q8_0 ? amax / 254.0 * 1.0001
-                                                          : amax / 8.0 * 1.0001;
+                                 : ti.type == DType::Q8_0
+                                     ? amax / 127.0 * (0.5 + 127 * 0x1p-11) * 1.001
+                                     : amax / 8.0 * (1.0 + 8 * 0x1p-11) * 1.001;
             ASSERT_LE(std::fabs(o - d), bound) << name << " " << ti.name << " row " << r << " col " << j;
           }
         }
