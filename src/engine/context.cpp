@@ -88,9 +88,10 @@ void Context::set_loras(std::vector<ActiveLora> loras) {
 
 // y (+)= W x, then each active expert: y += w * (alpha / r) * B (A x).
 void Context::linear(int64_t layer, LayerMatrix which, const float* x, int64_t n, float* y,
-                     bool accumulate) {
+                     bool accumulate, bool adapters) {
   kernels::matmul(model_->layers[static_cast<size_t>(layer)][which], x, n, y, pool_.get(),
                   accumulate);
+  if (!adapters) return;
   for (const auto& [pr, scale] :
        lora_[static_cast<size_t>(layer)][static_cast<size_t>(index(which))]) {
     kernels::matmul(pr->a, x, n, lora_tmp_.data(), pool_.get());
@@ -98,16 +99,21 @@ void Context::linear(int64_t layer, LayerMatrix which, const float* x, int64_t n
   }
 }
 
-std::span<const float> Context::eval(std::span<const int32_t> tokens, bool all_logits) {
-  const ModelConfig& c = model_->config();
+void Context::check_tokens(std::span<const int32_t> tokens) const {
   const auto n = static_cast<int64_t>(tokens.size());
   if (n == 0) fail("eval: no tokens to evaluate");
   if (n_past_ + n > n_ctx_)
     fail("eval: ", n, " tokens after ", n_past_, " cached ones exceed the context of ", n_ctx_,
          " tokens");
   for (int32_t t : tokens)
-    if (t < 0 || t >= c.n_vocab)
-      fail("eval: token id ", t, " is outside the vocabulary of ", c.n_vocab);
+    if (t < 0 || t >= model_->config().n_vocab)
+      fail("eval: token id ", t, " is outside the vocabulary of ", model_->config().n_vocab);
+}
+
+std::span<const float> Context::eval(std::span<const int32_t> tokens, bool all_logits) {
+  const ModelConfig& c = model_->config();
+  const auto n = static_cast<int64_t>(tokens.size());
+  check_tokens(tokens);
   const auto nv = static_cast<size_t>(c.n_vocab);
   logits_.resize(all_logits ? static_cast<size_t>(n) * nv : nv);
   for (int64_t done = 0; done < n;) {
@@ -132,6 +138,8 @@ struct Context::Pass {
   bool all_logits;
   float* logits_out;
   Phase phase;
+  bool adapters = true;               // apply the active LoRA experts
+  double* hidden_sum = nullptr;       // partial passes: sum of the hidden states per dimension
   const LayerShape* shape = nullptr;  // of the layer being run
 
   using Value = float*;
@@ -151,7 +159,7 @@ struct Context::Pass {
   void boundary(int32_t il) {
     const auto nl = static_cast<int32_t>(c.n_layer());
     if (il < nl) shape = &c.layers[static_cast<size_t>(il)];
-    if (ctx.hook_) ctx.hook_(LayerEvent{phase, il, nl, ctx.n_past_, n});
+    if (ctx.hook_ && !hidden_sum) ctx.hook_(LayerEvent{phase, il, nl, ctx.n_past_, n});
   }
   float* rmsnorm(float* x, int32_t il, LayerNorm which) {
     float* xn = ctx.s_->xn.data();
@@ -159,7 +167,7 @@ struct Context::Pass {
     return xn;
   }
   // Where each matrix's output goes: K and V into this layer's cache rows.
-  float* out_of(int32_t il, LayerMatrix w) {
+  float* linear_out(int32_t il, LayerMatrix w) {
     Scratch& s = *ctx.s_;
     switch (w) {
       case LayerMatrix::Q:
@@ -181,8 +189,8 @@ struct Context::Pass {
     fail("engine: ", short_name(w), " is applied as a residual, not into a buffer");
   }
   float* linear(float* in, int32_t il, LayerMatrix w) {
-    float* out = out_of(il, w);
-    ctx.linear(il, w, in, n, out, false);
+    float* out = linear_out(il, w);
+    ctx.linear(il, w, in, n, out, false, adapters);
     return out;
   }
   float* rope(float* x, int64_t n_heads) {
@@ -201,11 +209,16 @@ struct Context::Pass {
     return gate;
   }
   float* residual(float* x, float* in, int32_t il, LayerMatrix w) {
-    ctx.linear(il, w, in, n, x, true);
+    ctx.linear(il, w, in, n, x, true, adapters);
     return x;
   }
   bool head(float* x) {
     ctx.n_past_ += n;
+    if (hidden_sum) {  // a partial pass: add up the hidden states instead
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t j = 0; j < c.n_embd; ++j) hidden_sum[j] += x[t * c.n_embd + j];
+      return false;
+    }
     if (!logits_out) return false;
     const int64_t d = c.n_embd;
     float* xn = ctx.s_->xn.data();
@@ -220,6 +233,29 @@ void Context::eval_pass(const int32_t* tokens, int64_t n, bool all_logits, float
   const Phase phase = (n == 1 && n_past_ > 0) ? Phase::Decode : Phase::Prefill;
   Pass pass{*this, *model_, model_->config(), tokens, n, all_logits, logits_out, phase};
   llama_forward(pass, model_->config());
+}
+
+std::vector<float> Context::mean_hidden(std::span<const int32_t> tokens, int64_t n_layers) {
+  const ModelConfig& c = model_->config();
+  if (n_layers < 0 || n_layers > c.n_layer())
+    fail("mean_hidden: ", n_layers, " layers asked of a model with ", c.n_layer());
+  reset();
+  check_tokens(tokens);
+  const auto n = static_cast<int64_t>(tokens.size());
+  std::vector<double> sum(static_cast<size_t>(c.n_embd), 0.0);
+  for (int64_t done = 0; done < n;) {
+    const int64_t m = std::min(n_batch_, n - done);
+    Pass pass{*this, *model_, c, tokens.data() + done, m, false, nullptr, Phase::Prefill};
+    pass.adapters = false;
+    pass.hidden_sum = sum.data();
+    llama_forward(pass, c, static_cast<int32_t>(n_layers));
+    done += m;
+  }
+  reset();
+  std::vector<float> mean(sum.size());
+  for (size_t j = 0; j < sum.size(); ++j)
+    mean[j] = static_cast<float>(sum[j] / static_cast<double>(n));
+  return mean;
 }
 
 }  // namespace cln

@@ -4,6 +4,8 @@ parity test. It parses GGUF itself (F32 tensors only) and shares no code with cl
 
 usage: torch_reference.py MODEL.gguf TOKENS.txt OUT.npy [ADAPTER.gguf:WEIGHT ...]
 Writes the logits of every token, float64 [n_tokens, n_vocab], as raw little-endian.
+With HIDDEN_LAYERS=k in the environment it writes instead the mean over tokens of the
+hidden states after the first k layers, float64 [n_embd] (no adapters apply).
 """
 import struct
 import sys
@@ -105,6 +107,11 @@ def main():
     T = len(tokens)
     pos = torch.arange(T)
 
+    import os
+    stop = int(os.environ.get("HIDDEN_LAYERS", "-1"))
+    if stop >= 0:
+        adapters = []
+
     def lin(name, x):
         y = x @ W[name].T
         for scale_alpha, at in adapters:
@@ -116,6 +123,8 @@ def main():
     x = W["token_embd.weight"][tokens]
     mask = torch.full((T, T), float("-inf")).triu(1)
     for l in range(L):
+        if l == stop:
+            break
         b = f"blk.{l}."
         if heads[l] > 0:
             h = rms_norm(x, W[b + "attn_norm.weight"], eps)
@@ -130,6 +139,9 @@ def main():
         if ff[l] > 0:
             h = rms_norm(x, W[b + "ffn_norm.weight"], eps)
             x = x + lin(b + "ffn_down.weight", torch.nn.functional.silu(lin(b + "ffn_gate.weight", h)) * lin(b + "ffn_up.weight", h))
+    if stop >= 0:
+        x.mean(0).numpy().astype("<f8").tofile(out_path)
+        return
     x = rms_norm(x, W["output_norm.weight"], eps)
     out = W.get("output.weight", W["token_embd.weight"])
     logits = x @ out.T

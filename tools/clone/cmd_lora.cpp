@@ -11,6 +11,9 @@
 #include "clone/engine/lora.h"
 #include "clone/engine/schema.h"
 #include "clone/eval/expert_eval.h"
+#include "clone/serve/embed.h"
+#include "clone/serve/router.h"
+#include "clone/tokenizer/tokenizer.h"
 #include "clone/train/trainer.h"
 #include "common.h"
 #include "subcommand.h"
@@ -20,7 +23,28 @@ namespace {
 struct TrainOpts {
   cln::train::LoraTrainOptions t;
   std::string targets = "q,k,v,o,gate,up,down";
+  std::string embedder = "hidden:4";  // the router key written into the adapter
+  int64_t key_prompts = 256;
 };
+
+// Writes the router key (serve/router.h) of each adapter, trained on the domain or task its
+// general.name names, into the adapter file.
+void add_keys(const std::string& base, const std::string& data, const std::string& embedder,
+              int64_t prompts, int threads, const std::vector<std::string>& adapters) {
+  using namespace cln;
+  const auto model = Model::load(base);
+  const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
+  const auto e = serve::make_hidden_embedder(embedder, model, threads);
+  for (const std::string& path : adapters) {
+    const auto f = GgufFile::open(path);
+    (void)LoraAdapter::load(path, *model);  // it must fit this base
+    const std::string source = f->get_string("general.name");
+    const serve::ExpertKey key = serve::make_key(*e, data, source, tok, base, prompts);
+    serve::write_key(path, key);
+    std::printf("%s: router key (%s, mean of %lld %s prompts) written\n", path.c_str(),
+                key.embedder.c_str(), static_cast<long long>(key.prompts), source.c_str());
+  }
+}
 
 int train(TrainOpts& o) {
   using namespace cln;
@@ -30,9 +54,17 @@ int train(TrainOpts& o) {
   while (std::getline(ss, m, ','))
     if (!m.empty()) o.t.targets.push_back(layer_matrix_from_name(m));
   if (o.t.targets.empty()) fail("--targets names no module");
-  train::train_lora(o.t);
+  if (train::train_lora(o.t).done && !o.embedder.empty())
+    add_keys(o.t.base, o.t.data_dir, o.embedder, o.key_prompts, o.t.threads, {o.t.out});
   return 0;
 }
+
+struct KeyOpts {
+  std::string base, data = "out/data", embedder = "hidden:4";
+  int64_t prompts = 256;
+  int threads = 2;
+  std::vector<std::string> adapters;
+};
 
 struct EvalOpts {
   cln::eval::ExpertEvalOptions e;
@@ -100,7 +132,8 @@ const cln::cli::Register reg{
                     "domain to adapt to (dictionary, computing, scripture, "
                     "quotes, wordnet, code)");
       t->add_option("--task", o->t.task,
-                    "generated task (addition, subtraction, number_words, digit_reverse); loss on answers only");
+                    "generated task (addition, subtraction, number_words, digit_reverse); loss on "
+                    "answers only");
       t->add_option("--out", o->t.out, "adapter GGUF to write")->required();
       t->add_option("--rank", o->t.rank, "LoRA rank r")
           ->capture_default_str()
@@ -130,6 +163,30 @@ const cln::cli::Register reg{
       t->add_option("--threads", o->t.threads, "threads")
           ->capture_default_str()
           ->check(CLI::Range(1, 256));
+
+      t->add_option("--router-embedder", o->embedder,
+                    "embedding of the router key written into the adapter (hidden:<layers>; "
+                    "empty: none)")
+          ->capture_default_str();
+      t->add_option("--router-prompts", o->key_prompts, "training prompts the key averages")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{1}, int64_t{100000}));
+
+      auto ko = std::make_shared<KeyOpts>();
+      CLI::App* keys = app.add_subcommand(
+          "keys", "Write router keys (mean embedding of training prompts) into existing adapters");
+      keys->add_option("--base", ko->base, "base model GGUF")->required()->check(CLI::ExistingFile);
+      keys->add_option("--data", ko->data, "folder written by `clone data build`")
+          ->capture_default_str();
+      keys->add_option("--embedder", ko->embedder, "hidden:<layers>")->capture_default_str();
+      keys->add_option("--prompts", ko->prompts, "training prompts per key")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{1}, int64_t{100000}));
+      keys->add_option("--threads", ko->threads, "threads")->capture_default_str();
+      keys->add_option("adapters", ko->adapters,
+                       "adapter GGUF files (named by their domain or task)")
+          ->required()
+          ->check(CLI::ExistingFile);
 
       auto eo = std::make_shared<EvalOpts>();
       CLI::App* ev = app.add_subcommand(
@@ -170,8 +227,12 @@ const cln::cli::Register reg{
           ->required();
       mg->add_option("-o,--out", mo->out, "output GGUF (adapted matrices become f32)")->required();
 
-      return [o, t, eo, ev, mg, mo] {
+      return [o, t, eo, ev, mg, mo, ko, keys] {
         if (t->parsed()) return train(*o);
+        if (keys->parsed()) {
+          add_keys(ko->base, ko->data, ko->embedder, ko->prompts, ko->threads, ko->adapters);
+          return 0;
+        }
         if (ev->parsed()) return eval(*eo);
         if (mg->parsed()) return merge(*mo);
         return 1;

@@ -37,6 +37,11 @@ class Context {
   // all_logits. Throws cln::Error if the cache would overflow or an id is out of range.
   std::span<const float> eval(std::span<const int32_t> tokens, bool all_logits = false);
 
+  // The mean over tokens of the hidden states (residual stream) after the first n_layers
+  // layers, from an empty cache and without the LoRA experts or the hook: the base model's
+  // embedding of a prompt (the router's). Uses this context's cache, empty afterwards.
+  std::vector<float> mean_hidden(std::span<const int32_t> tokens, int64_t n_layers);
+
   void reset() { n_past_ = 0; }  // forget the cache
   void truncate(int64_t n);      // keep the first n positions
 
@@ -51,9 +56,10 @@ class Context {
   struct Scratch;
   struct Pass;  // the inference executor of llama_forward (forward.h)
   void eval_pass(const int32_t* tokens, int64_t n, bool all_logits, float* logits_out);
+  void check_tokens(std::span<const int32_t> tokens) const;
   // y (+)= W x for this layer's matrix, then each active expert's low-rank product.
   void linear(int64_t layer, LayerMatrix which, const float* x, int64_t n, float* y,
-              bool accumulate);
+              bool accumulate, bool adapters = true);
 
   std::shared_ptr<const Model> model_;
   std::unique_ptr<kernels::ThreadPool> pool_;

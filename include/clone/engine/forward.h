@@ -34,11 +34,15 @@
 
 namespace cln {
 
+// n_run < n_layer stops after that many layers (the router's prompt embedding): the
+// executor's head() then receives the hidden states instead of running the head, and no
+// boundary is announced for the layers not run.
 template <class E>
-auto llama_forward(E& e, const ModelConfig& c) {
+auto llama_forward(E& e, const ModelConfig& c, int32_t n_run = -1) {
   const auto nl = static_cast<int32_t>(c.n_layer());
+  if (n_run < 0 || n_run > nl) n_run = nl;
   typename E::Value x = e.embed();
-  for (int32_t il = 0; il < nl; ++il) {
+  for (int32_t il = 0; il < n_run; ++il) {
     e.boundary(il);
     const LayerShape& s = c.layers[static_cast<size_t>(il)];
     if (s.has_attention()) {
@@ -55,7 +59,7 @@ auto llama_forward(E& e, const ModelConfig& c) {
           LayerMatrix::Down);
     }
   }
-  e.boundary(nl);
+  if (n_run == nl) e.boundary(nl);
   return e.head(x);
 }
 

@@ -1,0 +1,72 @@
+// The parameter-free soft mixture of LoRA experts (CLONE's router): a prompt's embedding is
+// compared with each expert's key (the mean embedding of its training prompts) by cosine
+// similarity, and the weights are a softmax of the similarities with a temperature; experts
+// under a weight threshold are skipped and the rest renormalised. Top-1 and uniform
+// averaging are the alternatives the paper compares with.
+//
+// An expert's key lives in its adapter GGUF as metadata llama.cpp ignores (the adapter still
+// loads there): clone.router.embedder (string), clone.router.key (float array),
+// clone.router.prompts (how many prompts it averages).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "clone/gguf/gguf.h"
+
+namespace cln {
+class Tokenizer;
+}
+
+namespace cln::serve {
+
+struct ExpertKey {
+  std::string embedder;  // the Embedder::name() it was made with
+  std::vector<float> key;
+  int64_t prompts = 0;
+};
+
+// The key stored in an adapter, if any.
+std::optional<ExpertKey> read_key(const GgufFile& adapter);
+// Rewrites the adapter file with the key added (or replaced); tensors and other metadata
+// are kept byte for byte. Throws cln::Error if the file is not a LoRA adapter.
+void write_key(const std::string& adapter_path, const ExpertKey& key);
+
+class Embedder;
+// The key of an expert trained on `source` (a domain or task): the mean embedding of up to
+// n_prompts of its training prompts (prompts.h), taken by `e`.
+ExpertKey make_key(Embedder& e, const std::string& data_dir, const std::string& source,
+                   const Tokenizer& tok, const std::string& tok_source, int64_t n_prompts = 256);
+
+enum class Mixing { Soft, Top1, Uniform };
+Mixing mixing_from_name(const std::string& s);  // "soft", "top1", "uniform"
+const char* mixing_name(Mixing m);
+
+struct RouterOptions {
+  Mixing mixing = Mixing::Soft;
+  double temperature = 0.05;  // softmax over cosine similarity / temperature
+  double threshold = 0.05;    // soft: experts under this weight are dropped, the rest renormalised
+};
+
+double cosine(std::span<const float> a, std::span<const float> b);
+
+class Router {
+ public:
+  // keys: one per expert, all from the same embedder and of one size.
+  Router(std::vector<ExpertKey> keys, RouterOptions o = {});
+  size_t size() const { return keys_.size(); }
+  const RouterOptions& options() const { return o_; }
+  const std::string& embedder() const { return keys_.front().embedder; }
+  std::vector<double> similarities(std::span<const float> embedding) const;
+  // Weights per expert (in key order), summing to 1.
+  std::vector<double> weights(std::span<const float> embedding) const;
+
+ private:
+  std::vector<ExpertKey> keys_;
+  RouterOptions o_;
+};
+
+}  // namespace cln::serve

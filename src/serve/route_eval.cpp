@@ -1,0 +1,283 @@
+#include "clone/serve/route_eval.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "clone/core/error.h"
+#include "clone/data/corpus.h"
+#include "clone/data/tasks.h"
+#include "clone/device/cost_model.h"
+#include "clone/device/profile.h"
+#include "clone/engine/context.h"
+#include "clone/engine/generate.h"
+#include "clone/engine/lora.h"
+#include "clone/serve/embed.h"
+#include "clone/serve/prompts.h"
+#include "clone/tokenizer/tokenizer.h"
+
+namespace cln::serve {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+bool is_domain(const std::string& s) {
+  const auto& d = data::domain_names();
+  return std::find(d.begin(), d.end(), s) != d.end();
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\n')) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && (s[i] == ' ' || s[i] == '\n')) ++i;
+  return s.substr(i);
+}
+
+struct Item {
+  std::vector<int32_t> tokens;  // text to score, or a task prompt
+  std::string answer;           // tasks
+};
+
+struct Set {
+  std::string name;
+  std::vector<size_t> right;  // expert indices
+  bool text = true;
+  std::vector<Item> items;
+};
+
+// Per-way accumulators: text sets sum NLL and count tokens, task sets count hits.
+struct Acc {
+  double sum = 0;
+  int64_t n = 0;
+  double value(bool text) const {
+    return text ? std::exp(sum / static_cast<double>(std::max<int64_t>(1, n)))
+                : 100.0 * sum / static_cast<double>(std::max<int64_t>(1, n));
+  }
+};
+
+}  // namespace
+
+RouteEval evaluate_router(const RouteEvalOptions& o) {
+  const auto model = Model::load(o.base);
+  const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
+  if (o.experts.empty()) fail("router evaluation: no experts");
+  std::vector<std::shared_ptr<const LoraAdapter>> adapters;
+  std::vector<ExpertKey> keys;
+  std::vector<std::string> names;
+  for (const auto& [name, path] : o.experts) {
+    adapters.push_back(LoraAdapter::load(path, *model));
+    const auto key = read_key(*GgufFile::open(path));
+    if (!key) fail(path, ": no router key (clone lora keys writes one)");
+    if (key->embedder != o.embedder)
+      fail(path, ": its key was made with ", key->embedder, ", the evaluation uses ", o.embedder);
+    keys.push_back(*key);
+    names.push_back(name);
+  }
+  const auto index_of = [&](const std::string& n) -> int64_t {
+    const auto it = std::find(names.begin(), names.end(), n);
+    return it == names.end() ? -1 : it - names.begin();
+  };
+  auto hidden = make_hidden_embedder(o.embedder, model, o.threads);
+  RouterOptions soft_o = o.router, top1_o = o.router, uni_o = o.router;
+  soft_o.mixing = Mixing::Soft, top1_o.mixing = Mixing::Top1, uni_o.mixing = Mixing::Uniform;
+  const Router soft(keys, soft_o), top1(keys, top1_o), uniform(keys, uni_o);
+
+  // The TF-IDF baseline: fitted on, and keyed by, the same training prompts.
+  std::vector<std::vector<int32_t>> idf_docs;
+  std::vector<std::vector<std::vector<int32_t>>> train_prompts;
+  for (const std::string& n : names) {
+    train_prompts.push_back(prompt_set(o.data_dir, n, "train", tok, o.base, 256, 64, 0).prompts);
+    idf_docs.insert(idf_docs.end(), train_prompts.back().begin(), train_prompts.back().end());
+  }
+  TfIdfEmbedder tfidf(tok.n_vocab(), idf_docs);
+  std::vector<ExpertKey> tf_keys;
+  for (const auto& p : train_prompts) tf_keys.push_back({"tfidf", mean_embedding(tfidf, p), 0});
+  const Router tf_router(tf_keys, top1_o);
+
+  // The held-out sets.
+  std::vector<Set> sets;
+  for (size_t e = 0; e < names.size(); ++e) {
+    Set s;
+    s.name = names[e];
+    s.right = {e};
+    s.text = is_domain(names[e]);
+    const PromptSet p = prompt_set(o.data_dir, names[e], "test", tok, o.base, o.per_set,
+                                   s.text ? o.text_tokens : 64, 0);
+    for (size_t i = 0; i < p.prompts.size(); ++i)
+      s.items.push_back({p.prompts[i], s.text ? "" : p.answers[i]});
+    sets.push_back(std::move(s));
+  }
+  for (const auto& [a, b] : o.mixed_texts) {
+    const int64_t ia = index_of(a), ib = index_of(b);
+    if (ia < 0 || ib < 0) continue;
+    Set s;
+    s.name = a + " + " + b;
+    s.right = {static_cast<size_t>(ia), static_cast<size_t>(ib)};
+    const int64_t half = o.text_tokens / 2;
+    const PromptSet pa = prompt_set(o.data_dir, a, "test", tok, o.base, o.per_set, half, 0);
+    const PromptSet pb = prompt_set(o.data_dir, b, "test", tok, o.base, o.per_set, half + 1, 0);
+    for (size_t i = 0; i < std::min(pa.prompts.size(), pb.prompts.size()); ++i) {
+      Item it{pa.prompts[i], ""};
+      it.tokens.insert(it.tokens.end(), pb.prompts[i].begin() + 1, pb.prompts[i].end());
+      s.items.push_back(std::move(it));
+    }
+    sets.push_back(std::move(s));
+  }
+  for (const std::string& t : o.mixed_tasks) {
+    if (t != "add_words") fail("router evaluation: no expert pair known for mixed task ", t);
+    const int64_t ia = index_of("addition"), ib = index_of("number_words");
+    if (ia < 0 || ib < 0) continue;
+    Set s;
+    s.name = t;
+    s.right = {static_cast<size_t>(ia), static_cast<size_t>(ib)};
+    s.text = false;
+    const PromptSet p = prompt_set(o.data_dir, t, "test", tok, o.base, o.per_set, 64, 0);
+    for (size_t i = 0; i < p.prompts.size(); ++i) s.items.push_back({p.prompts[i], p.answers[i]});
+    sets.push_back(std::move(s));
+  }
+
+  Context ctx(model, {std::max<int64_t>(o.text_tokens, 64) + o.max_new + 8, o.threads, 256});
+  const auto use = [&](const std::vector<double>& w) {
+    std::vector<ActiveLora> mix;
+    for (size_t e = 0; e < w.size(); ++e)
+      if (w[e] > 0) mix.push_back({adapters[e], static_cast<float>(w[e])});
+    ctx.set_loras(mix);
+  };
+  const auto one_hot = [&](size_t e) {
+    std::vector<double> w(names.size(), 0.0);
+    w[e] = 1;
+    return w;
+  };
+  // Adds one item's score under weights w to acc.
+  const auto score = [&](const Item& it, bool text, const std::vector<double>& w, Acc& acc) {
+    use(w);
+    ctx.reset();
+    if (text) {
+      const auto logits = ctx.eval(it.tokens, true);
+      const int64_t V = model->config().n_vocab;
+      for (size_t j = 0; j + 1 < it.tokens.size(); ++j) {
+        const float* l = logits.data() + static_cast<int64_t>(j) * V;
+        const float mx = *std::max_element(l, l + V);
+        double s = 0;
+        for (int64_t v = 0; v < V; ++v) s += std::exp(static_cast<double>(l[v] - mx));
+        acc.sum += std::log(s) - static_cast<double>(l[it.tokens[j + 1]] - mx);
+        ++acc.n;
+      }
+    } else {
+      GenerateParams gp;
+      gp.max_new = o.max_new;
+      gp.sampling.temperature = 0;
+      gp.eos = tok.eos();
+      acc.sum += trim(tok.decode(generate(ctx, it.tokens, gp).tokens)) == trim(it.answer);
+      ++acc.n;
+    }
+  };
+
+  RouteEval r;
+  for (const Set& s : sets) {
+    RouteSetResult res;
+    res.set = s.name;
+    for (size_t e : s.right) res.right.push_back(names[e]);
+    res.text = s.text;
+    res.items = static_cast<int64_t>(s.items.size());
+    Acc base, soft_a, top1_a, uni_a;
+    std::vector<Acc> single(s.right.size());
+    int64_t hit_h = 0, hit_t = 0;
+    double weight = 0;
+    for (const Item& it : s.items) {
+      const std::vector<float> eh = hidden->embed(it.tokens);
+      const std::vector<double> ws = soft.weights(eh), w1 = top1.weights(eh);
+      const auto is_right = [&](const std::vector<double>& w) {
+        const auto best = static_cast<size_t>(std::max_element(w.begin(), w.end()) - w.begin());
+        return std::find(s.right.begin(), s.right.end(), best) != s.right.end();
+      };
+      hit_h += is_right(w1);
+      hit_t += is_right(tf_router.weights(tfidf.embed(it.tokens)));
+      for (size_t e : s.right) weight += ws[e];
+      score(it, s.text, std::vector<double>(names.size(), 0.0), base);
+      for (size_t k = 0; k < s.right.size(); ++k) score(it, s.text, one_hot(s.right[k]), single[k]);
+      score(it, s.text, ws, soft_a);
+      score(it, s.text, w1, top1_a);
+      score(it, s.text, uniform.weights(eh), uni_a);
+    }
+    const double n = static_cast<double>(std::max<int64_t>(1, res.items));
+    res.top1_hidden = 100.0 * static_cast<double>(hit_h) / n;
+    res.top1_tfidf = 100.0 * static_cast<double>(hit_t) / n;
+    res.right_weight = weight / n;
+    res.base = base.value(s.text);
+    res.soft = soft_a.value(s.text);
+    res.top1 = top1_a.value(s.text);
+    res.uniform = uni_a.value(s.text);
+    res.right_single = single[0].value(s.text);
+    for (const Acc& a : single)
+      res.right_single = s.text ? std::min(res.right_single, a.value(true))
+                                : std::max(res.right_single, a.value(false));
+    if (o.verbose)
+      std::fprintf(stderr,
+                   "router: %-22s %3lld items | top-1 %5.1f%% (tf-idf %5.1f%%) | right weight "
+                   "%.2f | base %.3f right %.3f soft %.3f top1 %.3f uniform %.3f\n",
+                   res.set.c_str(), static_cast<long long>(res.items), res.top1_hidden,
+                   res.top1_tfidf, res.right_weight, res.base, res.right_single, res.soft, res.top1,
+                   res.uniform);
+    r.sets.push_back(res);
+  }
+
+  // Cost: the embedding (k layers, no head) against the prefill of the same 64-token prompt.
+  std::vector<int32_t> prompt(static_cast<size_t>(r.cost_prompt_tokens));
+  for (size_t i = 0; i < prompt.size(); ++i)
+    prompt[i] = static_cast<int32_t>(3 + i * 37 % (tok.n_vocab() - 3));
+  ctx.set_loras({});
+  double embed = 1e30, prefill = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = Clock::now();
+    (void)hidden->embed(prompt);
+    embed = std::min(embed, ms_since(t0));
+    ctx.reset();
+    t0 = Clock::now();
+    (void)ctx.eval(prompt);
+    prefill = std::min(prefill, ms_since(t0));
+  }
+  r.embed_ms = embed;
+  r.prefill_ms = prefill;
+  const device::CostModel cm(device::DeviceProfile::find(o.profile), model->config());
+  const auto k = static_cast<int>(dynamic_cast<HiddenEmbedder&>(*hidden).layers());
+  for (int l = 0; l <= cm.n_layer(); ++l) {
+    const double t =
+        cm.cost(cm.work(l, Phase::Prefill, 0, r.cost_prompt_tokens), cm.max_level(), 0).time_s *
+        1e3;
+    r.board_prefill_ms += t;
+    if (l < k) r.board_embed_ms += t;
+  }
+  return r;
+}
+
+Table routing_table(const RouteEval& e) {
+  Table t({"held-out set", "right experts", "items", "top-1 right, base-model embedding (%)",
+           "top-1 right, TF-IDF (%)", "soft weight on the right experts"});
+  t.set_precision(2);
+  for (const auto& s : e.sets) {
+    std::string right;
+    for (const auto& r : s.right) right += (right.empty() ? "" : " + ") + r;
+    t.add({s.set, right, static_cast<long long>(s.items), s.top1_hidden, s.top1_tfidf,
+           s.right_weight});
+  }
+  return t;
+}
+
+Table quality_table(const RouteEval& e) {
+  Table t(
+      {"held-out set", "measure", "base", "right single expert", "soft MoE", "top-1", "uniform"});
+  t.set_precision(2);
+  for (const auto& s : e.sets)
+    t.add({s.set, std::string(s.text ? "perplexity" : "exact match (%)"), s.base, s.right_single,
+           s.soft, s.top1, s.uniform});
+  return t;
+}
+
+}  // namespace cln::serve

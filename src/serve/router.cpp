@@ -1,0 +1,116 @@
+#include "clone/serve/router.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "clone/core/error.h"
+#include "clone/serve/embed.h"
+#include "clone/serve/prompts.h"
+
+namespace cln::serve {
+
+std::optional<ExpertKey> read_key(const GgufFile& f) {
+  const GgufValue* key = f.find("clone.router.key");
+  if (!key) return std::nullopt;
+  if (key->type != GgufType::ARRAY || key->af.empty())
+    fail(f.path(), ": clone.router.key must be a non-empty float array");
+  ExpertKey k;
+  k.embedder = f.get_string("clone.router.embedder");
+  for (double v : key->af) k.key.push_back(static_cast<float>(v));
+  k.prompts = f.get_int_or("clone.router.prompts", 0);
+  return k;
+}
+
+void write_key(const std::string& path, const ExpertKey& key) {
+  if (key.key.empty()) fail("write_key: empty key");
+  const auto f = GgufFile::open(path);
+  if (f->get_string_or("general.type", "") != "adapter")
+    fail(path, ": not a LoRA adapter (general.type is not 'adapter')");
+  GgufWriter w;
+  for (const auto& [k, v] : f->metadata())
+    if (k != "general.alignment" && !k.starts_with("clone.router.")) w.set(k, v);
+  w.set("clone.router.embedder", GgufValue::str(key.embedder));
+  w.set("clone.router.key",
+        GgufValue::arr_f32(std::vector<double>(key.key.begin(), key.key.end())));
+  w.set("clone.router.prompts", GgufValue::u32(static_cast<uint32_t>(key.prompts)));
+  for (const auto& t : f->tensors())
+    w.add_tensor(t.name, t.type, t.ne, f->tensor_data(t), t.nbytes);
+  w.write(path, f->alignment());
+}
+
+ExpertKey make_key(Embedder& e, const std::string& data_dir, const std::string& source,
+                   const Tokenizer& tok, const std::string& tok_source, int64_t n_prompts) {
+  const PromptSet p = prompt_set(data_dir, source, "train", tok, tok_source, n_prompts, 64, 0);
+  return {e.name(), mean_embedding(e, p.prompts), static_cast<int64_t>(p.prompts.size())};
+}
+
+Mixing mixing_from_name(const std::string& s) {
+  if (s == "soft") return Mixing::Soft;
+  if (s == "top1") return Mixing::Top1;
+  if (s == "uniform") return Mixing::Uniform;
+  fail("unknown mixing '", s, "' (soft, top1, uniform)");
+}
+
+const char* mixing_name(Mixing m) {
+  switch (m) {
+    case Mixing::Soft:
+      return "soft";
+    case Mixing::Top1:
+      return "top1";
+    case Mixing::Uniform:
+      return "uniform";
+  }
+  return "?";
+}
+
+double cosine(std::span<const float> a, std::span<const float> b) {
+  if (a.size() != b.size()) fail("cosine: sizes ", a.size(), " and ", b.size());
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    ab += double{a[i]} * b[i], aa += double{a[i]} * a[i], bb += double{b[i]} * b[i];
+  return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 0.0;
+}
+
+Router::Router(std::vector<ExpertKey> keys, RouterOptions o) : keys_(std::move(keys)), o_(o) {
+  if (keys_.empty()) fail("router: no experts");
+  for (const ExpertKey& k : keys_) {
+    if (k.key.size() != keys_.front().key.size() || k.embedder != keys_.front().embedder)
+      fail("router: the experts' keys come from different embeddings (", keys_.front().embedder,
+           " and ", k.embedder, ")");
+  }
+  if (!(o_.temperature > 0)) fail("router: the temperature must be positive");
+  if (o_.threshold < 0 || o_.threshold >= 1) fail("router: the threshold must be in [0, 1)");
+}
+
+std::vector<double> Router::similarities(std::span<const float> e) const {
+  std::vector<double> s;
+  for (const ExpertKey& k : keys_) s.push_back(cosine(e, k.key));
+  return s;
+}
+
+std::vector<double> Router::weights(std::span<const float> e) const {
+  const std::vector<double> s = similarities(e);
+  const size_t n = s.size();
+  std::vector<double> w(n, 0.0);
+  const size_t best = static_cast<size_t>(std::max_element(s.begin(), s.end()) - s.begin());
+  if (o_.mixing == Mixing::Top1) {
+    w[best] = 1;
+    return w;
+  }
+  if (o_.mixing == Mixing::Uniform) {
+    std::fill(w.begin(), w.end(), 1.0 / static_cast<double>(n));
+    return w;
+  }
+  double total = 0;
+  for (size_t i = 0; i < n; ++i) total += (w[i] = std::exp((s[i] - s[best]) / o_.temperature));
+  double kept = 0;
+  for (size_t i = 0; i < n; ++i) {
+    w[i] /= total;
+    if (w[i] < o_.threshold && i != best) w[i] = 0;
+    kept += w[i];
+  }
+  for (double& x : w) x /= kept;
+  return w;
+}
+
+}  // namespace cln::serve
