@@ -10,6 +10,7 @@
 #include "clone/core/error.h"
 #include "clone/engine/forward.h"
 #include "clone/kernels/ops.h"
+#include "lora_table.h"
 
 namespace cln {
 
@@ -45,8 +46,6 @@ Context::Context(std::shared_ptr<const Model> model, const ContextParams& p)
   s_->gate.resize(nb * static_cast<size_t>(max_ff));
   s_->up.resize(nb * static_cast<size_t>(max_ff));
   s_->pos.resize(nb);
-  lora_.assign(static_cast<size_t>(c.n_layer()),
-               std::vector<std::vector<std::pair<const LoraPair*, float>>>(kLayerMatrices));
 }
 
 Context::~Context() = default;
@@ -66,24 +65,8 @@ void Context::truncate(int64_t n) {
 }
 
 void Context::set_loras(std::vector<ActiveLora> loras) {
-  const ModelConfig& c = model_->config();
-  int64_t max_rank = 0;
-  for (auto& layer : lora_)
-    for (auto& slot : layer) slot.clear();
-  for (const auto& a : loras) {
-    if (!a.adapter) fail("set_loras: null adapter");
-    if (!std::isfinite(a.weight))
-      fail("set_loras: weight of '", a.adapter->name(), "' is not finite");
-    if (a.weight == 0.0f) continue;
-    max_rank = std::max(max_rank, a.adapter->rank());
-    for (int64_t il = 0; il < c.n_layer(); ++il)
-      for (LayerMatrix w : kAllLayerMatrices)
-        if (const LoraPair* pr = a.adapter->find(layer_tensor_name(il, w)))
-          lora_[static_cast<size_t>(il)][static_cast<size_t>(index(w))].emplace_back(
-              pr, a.weight * a.adapter->scale());
-  }
-  lora_tmp_.assign(static_cast<size_t>(n_batch_ * max_rank), 0.0f);
-  loras_ = std::move(loras);
+  loras_ = std::make_unique<LoraTable>(*model_, loras);
+  lora_tmp_.assign(static_cast<size_t>(n_batch_ * loras_->max_rank()), 0.0f);
 }
 
 // y (+)= W x, then each active expert: y += w * (alpha / r) * B (A x).
@@ -91,12 +74,7 @@ void Context::linear(int64_t layer, LayerMatrix which, const float* x, int64_t n
                      bool accumulate, bool adapters) {
   kernels::matmul(model_->layers[static_cast<size_t>(layer)][which], x, n, y, pool_.get(),
                   accumulate);
-  if (!adapters) return;
-  for (const auto& [pr, scale] :
-       lora_[static_cast<size_t>(layer)][static_cast<size_t>(index(which))]) {
-    kernels::matmul(pr->a, x, n, lora_tmp_.data(), pool_.get());
-    kernels::matmul(pr->b, lora_tmp_.data(), n, y, pool_.get(), true, scale);
-  }
+  if (adapters && loras_) loras_->apply(layer, which, x, n, y, lora_tmp_.data(), pool_.get());
 }
 
 void Context::check_tokens(std::span<const int32_t> tokens) const {

@@ -14,6 +14,8 @@
 
 namespace cln {
 
+class LoraTable;
+
 struct ContextParams {
   int64_t n_ctx = 0;      // KV cache length; 0 = the model's training context
   int n_threads = 0;      // 0 = all cores
@@ -69,9 +71,7 @@ class Context {
   std::unique_ptr<Scratch> s_;
   std::vector<float> logits_;
   LayerHook hook_;
-  std::vector<ActiveLora> loras_;
-  // lora_[layer][slot]: (pair, weight * scale) for slots q,k,v,o,gate,up,down.
-  std::vector<std::vector<std::vector<std::pair<const LoraPair*, float>>>> lora_;
+  std::unique_ptr<LoraTable> loras_;  // the active experts per layer and matrix
   std::vector<float> lora_tmp_;
 };
 
