@@ -1,0 +1,133 @@
+// The serving loop: requests wait in a bounded queue, are admitted into the slots of a
+// continuous batch (engine/batch.h) with the expert mixture the router (or the caller)
+// chose, and advance together one pass at a time: a prompt chunk or one new token each.
+// Tokens stream out as soon as they are chosen; a cancelled request (a client that left)
+// frees its slot before the next pass; stop() drains what was admitted and queued.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "clone/engine/batch.h"
+#include "clone/engine/generate.h"
+#include "clone/engine/sampler.h"
+#include "clone/serve/embed.h"
+#include "clone/serve/router.h"
+#include "clone/tokenizer/tokenizer.h"
+
+namespace cln::serve {
+
+// How a request's experts are chosen: by the router, by name (uniform average: 1/n each), or
+// given.
+struct ExpertChoice {
+  enum class Mode { Router, Named, Weights, None } mode = Mode::Router;
+  std::vector<std::pair<std::string, double>> weights;  // Named: weight 1 each
+};
+
+struct GenRequest {
+  std::vector<int32_t> prompt;  // BOS first
+  int64_t max_tokens = 128;
+  SamplerParams sampling;
+  ExpertChoice experts;
+  bool ignore_eos = false;
+};
+
+// What happens to a request, in order: tokens, then exactly one Done.
+struct GenEvent {
+  enum class Kind { Token, Done } kind = Kind::Token;
+  int32_t token = -1;
+  std::string text;  // the token's text
+};
+
+struct GenResult {
+  std::vector<int32_t> tokens;
+  StopReason stop = StopReason::Limit;
+  std::vector<std::pair<std::string, double>> weights;                 // the mixture used
+  double queue_s = 0, route_s = 0, ttft_s = 0, tpot_s = 0, e2e_s = 0;  // wall clock
+  int64_t prompt_tokens = 0;
+};
+
+// A request in flight: the scheduler pushes events, the HTTP side pops them.
+class Ticket {
+ public:
+  // Blocks until an event is there (or the timeout passes: nullopt).
+  std::optional<GenEvent> next(double timeout_s);
+  void cancel() { cancelled_ = true; }
+  bool cancelled() const { return cancelled_; }
+  const GenResult& result() const { return result_; }  // valid after Done
+
+ private:
+  friend class Scheduler;
+  void push(GenEvent e);
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<GenEvent> events_;
+  std::atomic<bool> cancelled_{false};
+  GenResult result_;
+};
+
+struct SchedulerOptions {
+  int slots = 4;
+  int64_t n_ctx = 1024;    // per request: prompt and output together
+  int64_t max_rows = 256;  // tokens per pass
+  size_t max_queue = 64;   // waiting requests beyond the slots
+  int threads = 0;
+  RouterOptions router;
+};
+
+class Scheduler {
+ public:
+  // experts: adapters with router keys (all made with one embedder), by name.
+  Scheduler(std::shared_ptr<const Model> model,
+            std::vector<std::pair<std::string, std::shared_ptr<const LoraAdapter>>> experts,
+            std::vector<ExpertKey> keys, const SchedulerOptions& o);
+  ~Scheduler();
+
+  const Tokenizer& tokenizer() const { return tok_; }
+  const SchedulerOptions& options() const { return o_; }
+  std::vector<std::string> expert_names() const;
+  // Queues a request; throws cln::Error naming what is wrong (prompt too long, unknown
+  // expert) and returns nullptr when the queue is full or the scheduler is draining.
+  std::shared_ptr<Ticket> submit(GenRequest r);
+  // Stops taking requests, finishes those admitted or queued, then the loop ends.
+  void drain();
+  bool draining() const;
+  bool idle() const;
+  int active() const { return active_.load(); }
+  size_t queued() const;
+  // Called after every pass with the rows it ran (for metrics).
+  std::function<void(int64_t rows, double seconds)> on_pass;
+
+ private:
+  struct Live;
+  void loop();
+  void admit(std::shared_ptr<Live> l);
+  std::vector<std::pair<std::string, double>> route(const GenRequest& r, double* seconds);
+
+  std::shared_ptr<const Model> model_;
+  Tokenizer tok_;
+  std::vector<std::pair<std::string, std::shared_ptr<const LoraAdapter>>> experts_;
+  std::unique_ptr<Router> router_;
+  std::unique_ptr<Embedder> embedder_;
+  SchedulerOptions o_;
+  std::unique_ptr<Batch> batch_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Live>> queue_;
+  std::vector<std::shared_ptr<Live>> live_;
+  std::atomic<int> active_{0};
+  bool draining_ = false, done_ = false;
+  std::thread thread_;
+};
+
+}  // namespace cln::serve

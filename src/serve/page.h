@@ -1,0 +1,115 @@
+// The chat page `clone serve` returns for GET /: one self-contained HTML file (no
+// external scripts or styles) that talks to /v1/chat/completions with streaming and
+// shows the experts' weights and timings from the "clone" extension of the last chunk.
+#pragma once
+
+namespace cln::serve {
+
+inline constexpr const char* kChatPage = R"HTML(<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>clone</title>
+<style>
+body { font-family: sans-serif; max-width: 48rem; margin: 1rem auto; padding: 0 1rem; }
+#log { border: 1px solid #ccc; min-height: 12rem; padding: .5rem; white-space: pre-wrap; }
+.user { color: #333; font-weight: bold; margin-top: .5rem; }
+.assistant { color: #05a; }
+.info { color: #777; font-size: .85em; }
+.error { color: #b00; }
+form { display: flex; gap: .5rem; margin-top: .5rem; }
+#prompt { flex: 1; }
+</style>
+</head>
+<body>
+<h1>clone</h1>
+<p class="info" id="models">loading models...</p>
+<div id="log" aria-live="polite"></div>
+<form id="form">
+  <input id="prompt" autocomplete="off" placeholder="Type a prompt" required>
+  <label>experts <input id="experts" value="auto" size="10"
+    title="auto, none, or names separated by commas"></label>
+  <label>max tokens <input id="max" type="number" value="64" min="1" max="4096"></label>
+  <button id="send" type="submit">Send</button>
+</form>
+<script>
+"use strict";
+const log = document.getElementById("log");
+function line(cls, text) {
+  const d = document.createElement("div");
+  d.className = cls;
+  d.textContent = text;
+  log.appendChild(d);
+  return d;
+}
+fetch("/v1/models").then(r => r.json()).then(j => {
+  const ex = (j.clone && j.clone.experts) || [];
+  document.getElementById("models").textContent =
+    "model " + j.data[0].id + "; experts: " + (ex.length ? ex.join(", ") : "none");
+}).catch(e => { document.getElementById("models").textContent = "models: " + e; });
+function expertsField(v) {
+  v = v.trim();
+  if (v === "" || v === "auto" || v === "none") return v || "auto";
+  return v.split(",").map(s => s.trim()).filter(s => s);
+}
+document.getElementById("form").addEventListener("submit", async ev => {
+  ev.preventDefault();
+  const input = document.getElementById("prompt");
+  const text = input.value;
+  input.value = "";
+  line("user", text);
+  const out = line("assistant", "");
+  const info = line("info", "");
+  const body = {
+    model: "clone", stream: true,
+    max_tokens: parseInt(document.getElementById("max").value, 10),
+    messages: [{role: "user", content: text}],
+    clone: {experts: expertsField(document.getElementById("experts").value)}
+  };
+  try {
+    const r = await fetch("/v1/chat/completions", {
+      method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)});
+    if (!r.ok) {
+      const j = await r.json();
+      info.className = "error";
+      info.textContent = r.status + ": " + j.error.message;
+      return;
+    }
+    const reader = r.body.getReader();
+    const dec = new TextDecoder();
+    let buf = "";
+    for (;;) {
+      const {value, done} = await reader.read();
+      if (done) break;
+      buf += dec.decode(value, {stream: true});
+      let k;
+      while ((k = buf.indexOf("\n\n")) >= 0) {
+        const ev = buf.slice(0, k);
+        buf = buf.slice(k + 2);
+        if (!ev.startsWith("data: ")) continue;
+        const data = ev.slice(6);
+        if (data === "[DONE]") continue;
+        const j = JSON.parse(data);
+        const c = j.choices[0];
+        if (c.delta && c.delta.content) out.textContent += c.delta.content;
+        if (j.clone) {
+          const w = Object.entries(j.clone.experts).map(([n, v]) => n + " " + v.toFixed(2));
+          const t = j.clone.timings_ms;
+          info.textContent = "experts: " + (w.length ? w.join(", ") : "none") +
+            " | TTFT " + t.ttft.toFixed(0) + " ms, TPOT " + t.tpot.toFixed(1) + " ms" +
+            " | finish: " + c.finish_reason;
+        }
+      }
+    }
+  } catch (e) {
+    info.className = "error";
+    info.textContent = String(e);
+  }
+});
+</script>
+</body>
+</html>
+)HTML";
+
+}  // namespace cln::serve

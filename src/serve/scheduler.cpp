@@ -1,0 +1,281 @@
+#include "clone/serve/scheduler.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "clone/core/error.h"
+
+namespace cln::serve {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+}  // namespace
+
+std::optional<GenEvent> Ticket::next(double timeout_s) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                    [&] { return !events_.empty(); }))
+    return std::nullopt;
+  GenEvent e = std::move(events_.front());
+  events_.pop_front();
+  return e;
+}
+
+void Ticket::push(GenEvent e) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back(std::move(e));
+  }
+  cv_.notify_all();
+}
+
+struct Scheduler::Live {
+  std::shared_ptr<Ticket> ticket;
+  GenRequest req;
+  Sampler sampler;
+  int slot = -1;
+  size_t fed = 0;     // prompt tokens already run
+  int32_t next = -1;  // the token to run in the next pass (decode)
+  bool done = false;  // stopped by EOS, its limit or a full context
+  Clock::time_point submitted, admitted, first, last;
+  Live(std::shared_ptr<Ticket> t, GenRequest r)
+      : ticket(std::move(t)), req(std::move(r)), sampler(req.sampling), submitted(Clock::now()) {}
+};
+
+Scheduler::Scheduler(
+    std::shared_ptr<const Model> model,
+    std::vector<std::pair<std::string, std::shared_ptr<const LoraAdapter>>> experts,
+    std::vector<ExpertKey> keys, const SchedulerOptions& o)
+    : model_(std::move(model)),
+      tok_(Tokenizer::from_gguf(model_->gguf())),
+      experts_(std::move(experts)),
+      o_(o) {
+  if (o_.slots < 1) fail("serve: at least one slot");
+  if (!keys.empty()) {
+    if (keys.size() != experts_.size()) fail("serve: every expert needs a router key");
+    router_ = std::make_unique<Router>(keys, o_.router);
+    embedder_ = make_hidden_embedder(router_->embedder(), model_, std::max(1, o_.threads));
+  }
+  batch_ =
+      std::make_unique<Batch>(model_, BatchParams{o_.slots, o_.n_ctx, o_.max_rows, o_.threads});
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() {
+  drain();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::vector<std::string> Scheduler::expert_names() const {
+  std::vector<std::string> n;
+  for (const auto& e : experts_) n.push_back(e.first);
+  return n;
+}
+
+std::shared_ptr<Ticket> Scheduler::submit(GenRequest r) {
+  if (r.prompt.empty()) fail("the prompt is empty");
+  if (static_cast<int64_t>(r.prompt.size()) + 1 > o_.n_ctx)
+    fail("the prompt is ", r.prompt.size(), " tokens; the context holds ", o_.n_ctx);
+  if (r.max_tokens < 0) fail("max_tokens must be >= 0");
+  for (int32_t t : r.prompt)
+    if (t < 0 || t >= tok_.n_vocab()) fail("token id ", t, " is outside the vocabulary");
+  if (r.experts.mode == ExpertChoice::Mode::Router && !router_)
+    fail("no experts with router keys are loaded: name the experts or ask for none");
+  for (const auto& [name, w] : r.experts.weights) {
+    bool known = false;
+    for (const auto& e : experts_) known |= e.first == name;
+    if (!known) fail("unknown expert '", name, "'");
+    if (!std::isfinite(w)) fail("the weight of expert '", name, "' is not finite");
+  }
+  (void)Sampler(r.sampling);  // checks temperature, top-k, top-p
+  auto t = std::make_shared<Ticket>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (draining_ || queue_.size() >= o_.max_queue) return nullptr;
+    queue_.push_back(std::make_shared<Live>(t, std::move(r)));
+  }
+  cv_.notify_all();
+  return t;
+}
+
+void Scheduler::drain() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    draining_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool Scheduler::draining() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return draining_;
+}
+
+bool Scheduler::idle() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.empty() && live_.empty();
+}
+
+size_t Scheduler::queued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.size();
+}
+
+std::vector<std::pair<std::string, double>> Scheduler::route(const GenRequest& r, double* secs) {
+  std::vector<std::pair<std::string, double>> mix;
+  *secs = 0;
+  switch (r.experts.mode) {
+    case ExpertChoice::Mode::None:
+      break;
+    case ExpertChoice::Mode::Named:
+      for (const auto& [name, w] : r.experts.weights)
+        mix.emplace_back(name, 1.0 / static_cast<double>(r.experts.weights.size()));
+      break;
+    case ExpertChoice::Mode::Weights:
+      mix = r.experts.weights;
+      break;
+    case ExpertChoice::Mode::Router: {
+      const auto t0 = Clock::now();
+      const std::vector<double> w = router_->weights(embedder_->embed(r.prompt));
+      *secs = seconds(t0, Clock::now());
+      for (size_t i = 0; i < w.size(); ++i)
+        if (w[i] > 0) mix.emplace_back(experts_[i].first, w[i]);
+      break;
+    }
+  }
+  return mix;
+}
+
+void Scheduler::admit(std::shared_ptr<Live> l) {
+  l->admitted = Clock::now();
+  GenResult& res = l->ticket->result_;
+  res.prompt_tokens = static_cast<int64_t>(l->req.prompt.size());
+  res.queue_s = seconds(l->submitted, l->admitted);
+  res.weights = route(l->req, &res.route_s);
+  std::vector<ActiveLora> loras;
+  for (const auto& [name, w] : res.weights)
+    for (const auto& e : experts_)
+      if (e.first == name) loras.push_back({e.second, static_cast<float>(w)});
+  l->slot = batch_->open(loras);
+  if (l->slot < 0) fail("serve: no free slot (internal)");
+  ++active_;
+  live_.push_back(std::move(l));
+}
+
+void Scheduler::loop() {
+  for (;;) {
+    std::vector<std::shared_ptr<Live>> finished;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return !queue_.empty() || !live_.empty() || draining_; });
+      if (draining_ && queue_.empty() && live_.empty()) break;
+    }
+    // Finish cancelled requests at once: their slots take new work in this pass.
+    for (size_t i = 0; i < live_.size();) {
+      if (live_[i]->ticket->cancelled()) {
+        live_[i]->ticket->result_.stop = StopReason::Caller;
+        finished.push_back(live_[i]);
+        batch_->close(live_[i]->slot);
+        --active_;
+        live_.erase(live_.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+    while (static_cast<int>(live_.size()) < o_.slots) {
+      std::shared_ptr<Live> l;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (queue_.empty()) break;
+        l = queue_.front();
+        queue_.pop_front();
+      }
+      if (l->ticket->cancelled() || l->req.max_tokens == 0) {
+        l->ticket->result_.stop = l->ticket->cancelled() ? StopReason::Caller : StopReason::Limit;
+        finished.push_back(l);
+        continue;
+      }
+      admit(std::move(l));
+    }
+    // One pass: each request's next prompt chunk or its last token, within the row budget.
+    std::vector<Batch::Work> work;
+    std::vector<Live*> who;
+    int64_t budget = o_.max_rows;
+    for (const auto& l : live_) {
+      if (budget == 0) break;
+      if (l->fed < l->req.prompt.size()) {
+        const auto n =
+            std::min<int64_t>(budget, static_cast<int64_t>(l->req.prompt.size() - l->fed));
+        work.push_back(
+            {l->slot,
+             std::span<const int32_t>(l->req.prompt).subspan(l->fed, static_cast<size_t>(n))});
+        l->fed += static_cast<size_t>(n);
+        budget -= n;
+      } else {
+        work.push_back({l->slot, std::span<const int32_t>(&l->next, 1)});
+        budget -= 1;
+      }
+      who.push_back(l.get());
+    }
+    if (!work.empty()) {
+      const auto t0 = Clock::now();
+      const auto logits = batch_->step(work);
+      if (on_pass) {
+        int64_t rows = 0;
+        for (const auto& w : work) rows += static_cast<int64_t>(w.tokens.size());
+        on_pass(rows, seconds(t0, Clock::now()));
+      }
+      for (size_t i = 0; i < who.size(); ++i) {
+        Live& l = *who[i];
+        if (l.fed < l.req.prompt.size()) continue;  // prompt not done: nothing to sample
+        GenResult& res = l.ticket->result_;
+        const auto now = Clock::now();
+        const int32_t t = l.sampler.sample(logits[i]);
+        bool done = false;
+        if (t == tok_.eos() && !l.req.ignore_eos) {
+          res.stop = StopReason::Eos, done = true;
+        } else {
+          if (res.tokens.empty()) l.first = now;
+          l.last = now;
+          res.tokens.push_back(t);
+          l.ticket->push({GenEvent::Kind::Token, t, tok_.token_to_piece(t)});
+          if (static_cast<int64_t>(res.tokens.size()) >= l.req.max_tokens)
+            res.stop = StopReason::Limit, done = true;
+          else if (batch_->n_past(l.slot) >= o_.n_ctx)
+            res.stop = StopReason::ContextFull, done = true;
+          l.next = t;
+        }
+        l.done = done;
+      }
+    }
+    // Requests that finished this pass (marked cancelled above with their own reason).
+    for (size_t i = 0; i < live_.size();) {
+      Live& l = *live_[i];
+      if (l.done) {
+        finished.push_back(live_[i]);
+        batch_->close(l.slot);
+        --active_;
+        live_.erase(live_.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+    for (const auto& l : finished) {
+      GenResult& res = l->ticket->result_;
+      const auto end = Clock::now();
+      res.e2e_s = seconds(l->submitted, end);
+      if (!res.tokens.empty()) {
+        res.ttft_s = seconds(l->submitted, l->first);
+        res.tpot_s = res.tokens.size() > 1
+                         ? seconds(l->first, l->last) / static_cast<double>(res.tokens.size() - 1)
+                         : 0.0;
+      }
+      l->ticket->push({GenEvent::Kind::Done, -1, ""});
+    }
+  }
+}
+
+}  // namespace cln::serve

@@ -1,0 +1,480 @@
+// The OpenAI-compatible server, in process, on the shipped base model and experts: what
+// it returns equals the library's generate() with the same experts (one request, and
+// several at once in the batch with different mixtures), streaming equals non-streaming,
+// stop strings cut, bad requests get 4xx naming the problem, a full queue 503, a client
+// that leaves frees its slot, stop() drains, and /metrics counts what was served.
+#include <httplib.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "clone/core/error.h"
+#include "clone/engine/generate.h"
+#include "clone/gguf/gguf.h"
+#include "clone/serve/embed.h"
+#include "clone/serve/server.h"
+
+using namespace cln;
+using nlohmann::json;
+
+namespace {
+
+const std::string kBase = std::string(CLONE_SOURCE_DIR) + "/models/base/model.gguf";
+std::string expert_path(const std::string& n) {
+  return std::string(CLONE_SOURCE_DIR) + "/models/experts/" + n + ".gguf";
+}
+
+std::shared_ptr<const Model> base() {
+  static auto m = Model::load(kBase);
+  return m;
+}
+
+using Experts = std::vector<std::pair<std::string, std::shared_ptr<const LoraAdapter>>>;
+Experts experts() {
+  static Experts e = [] {
+    Experts x;
+    for (const char* n : {"quotes", "code", "scripture"})
+      x.emplace_back(n, LoraAdapter::load(expert_path(n), *base()));
+    return x;
+  }();
+  return e;
+}
+
+// What the library gives alone: greedy, the named experts at the given weights.
+std::string alone(const std::string& prompt, int64_t max_new,
+                  const std::vector<std::pair<std::string, float>>& mix,
+                  int64_t* n_tokens = nullptr) {
+  const Tokenizer tok = Tokenizer::from_gguf(base()->gguf());
+  Context ctx(base(), {256, 1, 256});
+  std::vector<ActiveLora> l;
+  for (const auto& [name, w] : mix)
+    for (const auto& e : experts())
+      if (e.first == name) l.push_back({e.second, w});
+  ctx.set_loras(l);
+  GenerateParams p;
+  p.max_new = max_new;
+  p.sampling.temperature = 0;
+  p.eos = tok.eos();
+  const Generation g = generate(ctx, tok.encode(prompt, true), p);
+  if (n_tokens) *n_tokens = static_cast<int64_t>(g.tokens.size());
+  std::string s;
+  for (int32_t t : g.tokens) s += tok.token_to_piece(t);
+  return s;
+}
+
+// A scheduler and a server on a free port, serving on a thread until the end of the test.
+struct Running {
+  serve::Scheduler sched;
+  serve::Server server;
+  std::thread thread;
+  int port;
+  explicit Running(serve::SchedulerOptions so, serve::ServerOptions ho = {},
+                   std::vector<serve::ExpertKey> keys = {})
+      : sched(base(), experts(), std::move(keys), so), server(sched, [&] {
+          ho.port = 0;
+          ho.http_threads = 8;
+          return ho;
+        }()) {
+    port = server.bind();
+    thread = std::thread([this] { server.run(); });
+  }
+  ~Running() {
+    server.stop();
+    thread.join();
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(120, 0);
+    return c;
+  }
+  httplib::Result post(const std::string& path, const json& body) const {
+    return client().Post(path.c_str(), body.dump(), "application/json");
+  }
+};
+
+serve::SchedulerOptions opts(int slots = 3) {
+  serve::SchedulerOptions o;
+  o.slots = slots;
+  o.n_ctx = 256;
+  o.threads = 1;
+  return o;
+}
+
+json completion(const std::string& prompt, int64_t max_tokens, json experts) {
+  return {{"prompt", prompt},
+          {"max_tokens", max_tokens},
+          {"temperature", 0},
+          {"clone", {{"experts", experts}}}};
+}
+
+// The text of a Server-Sent Events body, and the parsed chunks.
+std::vector<json> sse_chunks(const std::string& body, bool* done) {
+  std::vector<json> out;
+  *done = false;
+  size_t at = 0;
+  while (at < body.size()) {
+    const size_t end = body.find("\n\n", at);
+    EXPECT_NE(end, std::string::npos) << "an event without its blank line";
+    if (end == std::string::npos) break;
+    const std::string ev = body.substr(at, end - at);
+    at = end + 2;
+    EXPECT_EQ(ev.rfind("data: ", 0), 0u) << ev;
+    const std::string data = ev.substr(6);
+    if (data == "[DONE]") {
+      *done = true;
+      EXPECT_EQ(at, body.size()) << "events after [DONE]";
+      break;
+    }
+    out.push_back(json::parse(data));
+  }
+  return out;
+}
+
+double metric(const std::string& text, const std::string& line_start) {
+  const size_t at = text.find("\n" + line_start + " ");
+  if (at == std::string::npos) return 0;
+  return std::stod(text.substr(at + line_start.size() + 2));
+}
+
+}  // namespace
+
+TEST(Server, CompletionEqualsGenerateWithTheNamedExperts) {
+  Running r(opts());
+  const std::string prompt = "The meaning of life is";
+  int64_t n = 0;
+  const std::string want = alone(prompt, 24, {{"quotes", 0.5f}, {"code", 0.5f}}, &n);
+  auto res = r.post("/v1/completions", completion(prompt, 24, {"quotes", "code"}));
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json j = json::parse(res->body);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["choices"][0]["text"], want);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], n == 24 ? "length" : "stop");
+  EXPECT_EQ(j["usage"]["completion_tokens"], n);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 6);  // BOS and five pieces, as `clone tokenize` gives
+  EXPECT_EQ(j["clone"]["experts"], (json{{"quotes", 0.5}, {"code", 0.5}}));
+  EXPECT_GT(j["clone"]["timings_ms"]["ttft"].get<double>(), 0);
+  // Explicit weights, and none.
+  res = r.post("/v1/completions", completion(prompt, 12, {{"scripture", 0.8}, {"code", -0.3}}));
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(json::parse(res->body)["choices"][0]["text"],
+            alone(prompt, 12, {{"scripture", 0.8f}, {"code", -0.3f}}));
+  res = r.post("/v1/completions", completion(prompt, 12, "none"));
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(json::parse(res->body)["choices"][0]["text"], alone(prompt, 12, {}));
+  EXPECT_NE(alone(prompt, 12, {}), alone(prompt, 12, {{"scripture", 0.8f}, {"code", -0.3f}}));
+}
+
+TEST(Server, ConcurrentRequestsInOneBatchEqualEachAlone) {
+  Running r(opts(3));
+  struct Case {
+    std::string prompt;
+    json experts;
+    std::vector<std::pair<std::string, float>> mix;
+  };
+  // Five requests for three slots: two wait in the queue; mixtures all differ.
+  const std::vector<Case> cases = {
+      {"In the beginning God created", {"scripture"}, {{"scripture", 1}}},
+      {"#include <stdio.h>\nint main(",
+       {{"code", 1.0}, {"quotes", 0.25}},
+       {{"code", 1}, {"quotes", 0.25f}}},
+      {"A fool and his money", "none", {}},
+      {"The computer",
+       {"quotes", "code", "scripture"},
+       {{"quotes", 1 / 3.f}, {"code", 1 / 3.f}, {"scripture", 1 / 3.f}}},
+      {"Love is", {{"quotes", 0.7}}, {{"quotes", 0.7f}}}};
+  std::vector<std::string> got(cases.size());
+  std::vector<std::thread> th;
+  for (size_t i = 0; i < cases.size(); ++i)
+    th.emplace_back([&, i] {
+      auto res = r.post("/v1/completions", completion(cases[i].prompt, 20, cases[i].experts));
+      if (res && res->status == 200) got[i] = json::parse(res->body)["choices"][0]["text"];
+    });
+  for (auto& t : th) t.join();
+  for (size_t i = 0; i < cases.size(); ++i)
+    EXPECT_EQ(got[i], alone(cases[i].prompt, 20, cases[i].mix)) << cases[i].prompt;
+}
+
+TEST(Server, StreamingEqualsNonStreamingAndEndsWithDone) {
+  Running r(opts());
+  for (bool chat : {false, true}) {
+    json body = completion("Once upon a time", 16, {"quotes"});
+    if (chat) {
+      body.erase("prompt");
+      body["messages"] = {{{"role", "user"}, {"content", "Once upon a time"}}};
+      body["max_tokens"] = 16;
+    }
+    const std::string path = chat ? "/v1/chat/completions" : "/v1/completions";
+    auto plain = r.post(path, body);
+    ASSERT_EQ(plain->status, 200) << plain->body;
+    const json p = json::parse(plain->body);
+    const std::string want = chat ? p["choices"][0]["message"]["content"] : p["choices"][0]["text"];
+    EXPECT_EQ(want, alone("Once upon a time", 16, {{"quotes", 1}}));
+    body["stream"] = true;
+    auto st = r.post(path, body);
+    ASSERT_EQ(st->status, 200) << st->body;
+    EXPECT_EQ(st->get_header_value("Content-Type"), "text/event-stream");
+    bool done = false;
+    const auto chunks = sse_chunks(st->body, &done);
+    EXPECT_TRUE(done);
+    ASSERT_GE(chunks.size(), 3u);
+    std::string text;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const json& c = chunks[i]["choices"][0];
+      EXPECT_EQ(chunks[i]["object"], chat ? "chat.completion.chunk" : "text_completion");
+      const bool last = i + 1 == chunks.size();
+      EXPECT_EQ(c["finish_reason"].is_null(), !last);
+      EXPECT_EQ(chunks[i].contains("clone"), last);
+      if (chat) {
+        EXPECT_EQ(c["delta"].contains("role"), i == 0);
+        if (c["delta"].contains("content")) text += c["delta"]["content"].get<std::string>();
+      } else {
+        text += c["text"].get<std::string>();
+      }
+    }
+    EXPECT_EQ(text, want) << (chat ? "chat" : "completion");
+  }
+}
+
+TEST(Server, StopStringsCutTheTextAndFinishWithStop) {
+  Running r(opts());
+  const std::string prompt = "In the beginning God created";
+  const std::string full = alone(prompt, 30, {{"scripture", 1}});
+  ASSERT_GT(full.size(), 12u);
+  // A stop string from the middle of the output: the text before its first occurrence.
+  const std::string stop = full.substr(8, 3);
+  const std::string want = full.substr(0, full.find(stop));
+  for (bool stream : {false, true}) {
+    json body = completion(prompt, 30, {"scripture"});
+    body["stop"] = {"never appears", stop};
+    body["stream"] = stream;
+    auto res = r.post("/v1/completions", body);
+    ASSERT_EQ(res->status, 200) << res->body;
+    std::string text, reason;
+    if (stream) {
+      bool done = false;
+      for (const json& c : sse_chunks(res->body, &done)) {
+        text += c["choices"][0]["text"].get<std::string>();
+        if (!c["choices"][0]["finish_reason"].is_null()) reason = c["choices"][0]["finish_reason"];
+      }
+    } else {
+      const json j = json::parse(res->body);
+      text = j["choices"][0]["text"], reason = j["choices"][0]["finish_reason"];
+    }
+    EXPECT_EQ(text, want) << "stream " << stream << ", stop '" << stop << "'";
+    EXPECT_EQ(reason, "stop");
+  }
+}
+
+TEST(Server, BadRequestsGet4xxNamingTheProblem) {
+  serve::ServerOptions ho;
+  ho.max_body = 4096;
+  Running r(opts(), ho);
+  auto cl = r.client();
+  struct Case {
+    std::string path, body, says;
+    int status;
+  };
+  std::string long_prompt;
+  for (int i = 0; i < 300; ++i) long_prompt += "word ";
+  const std::vector<Case> cases = {
+      {"/v1/completions", R"({"prompt": "x", )", "malformed JSON", 400},
+      {"/v1/completions", R"([1, 2])", "JSON object", 400},
+      {"/v1/completions", R"({"max_tokens": 3})", "'prompt'", 400},
+      {"/v1/completions", R"({"prompt": "x", "max_tokens": "ten"})",
+       "'max_tokens' must be an integer", 400},
+      {"/v1/completions", R"({"prompt": "x", "temperature": 5})", "'temperature' must be in", 400},
+      {"/v1/completions", R"({"prompt": "x", "stream": "yes"})", "'stream'", 400},
+      {"/v1/completions", R"({"prompt": "x", "n": 2})", "'n'", 400},
+      {"/v1/completions", R"({"prompt": "x", "stop": [1]})", "'stop'", 400},
+      {"/v1/completions", R"({"prompt": "x", "clone": {"experts": ["nope"]}})",
+       "unknown expert 'nope'", 400},
+      {"/v1/completions", R"({"prompt": "x", "clone": {"experts": "auto"}})", "router keys", 400},
+      {"/v1/completions", R"({"prompt": "x", "clone": {"expert": "code"}})",
+       "unknown field 'clone.expert'", 400},
+      {"/v1/completions", R"({"prompt": "x", "clone": {"slo": "fast"}})",
+       "unknown SLO class 'fast'", 400},
+      {"/v1/completions", R"({"prompt": "x", "clone": {"slo": {"ttft_ms": 100}}})", "tpot_ms", 400},
+      {"/v1/completions", json{{"prompt", long_prompt}}.dump(), "the context holds 256", 400},
+      {"/v1/chat/completions", R"({"messages": []})", "'messages' must be a non-empty list", 400},
+      {"/v1/chat/completions", R"({"messages": [{"role": "robot", "content": "hi"}]})",
+       "unknown message role 'robot'", 400},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user"}]})", "'content'", 400},
+      {"/v1/completions", json{{"prompt", std::string(5000, 'a')}}.dump(),
+       "larger than the server accepts", 413},
+      {"/v1/nothing", "{}", "no such endpoint", 404},
+  };
+  for (const Case& c : cases) {
+    auto res = cl.Post(c.path.c_str(), c.body, "application/json");
+    ASSERT_TRUE(res) << c.body;
+    EXPECT_EQ(res->status, c.status) << c.body << " -> " << res->body;
+    const json j = json::parse(res->body, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << res->body;
+    EXPECT_NE(j["error"]["message"].get<std::string>().find(c.says), std::string::npos)
+        << c.body << " -> " << res->body;
+  }
+  // The server still serves.
+  auto ok = r.post("/v1/completions", completion("Hello", 4, "none"));
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+}
+
+TEST(Server, AFullQueueGets503) {
+  serve::SchedulerOptions o = opts(1);
+  o.max_queue = 1;
+  Running r(o);
+  // Hold the scheduler after its first pass so the slot stays taken and the queue full.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool held = false, release = false;
+  r.sched.on_pass = [&](int64_t, double) {
+    std::unique_lock<std::mutex> lock(mu);
+    held = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+  };
+  std::thread a(
+      [&] { EXPECT_EQ(r.post("/v1/completions", completion("One", 4, "none"))->status, 200); });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return held; });
+  }
+  std::thread b(
+      [&] { EXPECT_EQ(r.post("/v1/completions", completion("Two", 4, "none"))->status, 200); });
+  while (r.sched.queued() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  auto c = r.post("/v1/completions", completion("Three", 4, "none"));
+  EXPECT_EQ(c->status, 503) << c->body;
+  EXPECT_NE(c->body.find("busy"), std::string::npos);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  a.join();
+  b.join();
+  r.sched.on_pass = nullptr;
+}
+
+TEST(Server, AClientThatLeavesMidStreamFreesItsSlot) {
+  Running r(opts(1));
+  json body = completion("Once", 240, "none");
+  body["stream"] = true;
+  body["clone"]["ignore_eos"] = true;
+  int chunks = 0;
+  auto cl = r.client();
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+    return ++chunks < 3;  // hang up after a few chunks
+  };
+  auto res = cl.send(req);
+  EXPECT_FALSE(res);  // the client cancelled
+  // The slot is free well before 240 tokens would have taken, and it counts as cancelled.
+  const auto t0 = std::chrono::steady_clock::now();
+  while (r.sched.active() > 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(r.sched.active(), 0);
+  const std::string m = r.client().Get("/metrics")->body;
+  EXPECT_EQ(metric(m, "clone_requests_total{outcome=\"cancelled\"}"), 1);
+  EXPECT_LT(metric(m, "clone_passes_total"), 200) << "it ran on after the client left";
+  // The one slot takes the next request.
+  auto ok = r.post("/v1/completions", completion("Hello", 4, "none"));
+  EXPECT_EQ(ok->status, 200);
+}
+
+TEST(Server, StopDrainsWhatWasAdmittedAndRefusesNewRequests) {
+  auto r = std::make_unique<Running>(opts(1));
+  json body = completion("Once", 120, "none");
+  body["clone"]["ignore_eos"] = true;
+  int first_status = 0;
+  json first;
+  std::thread a([&] {
+    auto res = r->post("/v1/completions", body);
+    if (!res) return;
+    first_status = res->status;
+    first = json::parse(res->body);
+  });
+  while (r->sched.active() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const int port = r->port;
+  std::thread stopper([&] { r->server.stop(); });
+  while (!r->sched.draining()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  httplib::Client cl("127.0.0.1", port);
+  auto late = cl.Post("/v1/completions", completion("Late", 4, "none").dump(), "application/json");
+  if (late) {  // or refused once the listener closed
+    EXPECT_EQ(late->status, 503) << late->body;
+  }
+  stopper.join();
+  a.join();
+  ASSERT_EQ(first_status, 200);
+  EXPECT_EQ(first["usage"]["completion_tokens"], 120);
+  r->thread.join();
+  r->thread = std::thread([] {});
+  r.reset();
+}
+
+TEST(Server, MetricsCountWhatWasServed) {
+  Running r(opts());
+  int64_t tokens = 0, prompt = 0;
+  for (const char* p : {"Hello", "The old man", "int x ="}) {
+    auto res = r.post("/v1/completions", completion(p, 7, {"code"}));
+    ASSERT_EQ(res->status, 200);
+    const json j = json::parse(res->body);
+    tokens += j["usage"]["completion_tokens"].get<int64_t>();
+    prompt += j["usage"]["prompt_tokens"].get<int64_t>();
+  }
+  r.post("/v1/completions", R"({"prompt": 3})");
+  auto res = r.client().Get("/metrics");
+  ASSERT_EQ(res->status, 200);
+  const std::string& m = res->body;
+  EXPECT_EQ(res->get_header_value("Content-Type").rfind("text/plain; version=0.0.4", 0), 0u);
+  EXPECT_EQ(metric(m, "clone_generated_tokens_total"), static_cast<double>(tokens));
+  EXPECT_EQ(metric(m, "clone_prompt_tokens_total"), static_cast<double>(prompt));
+  EXPECT_EQ(metric(m, "clone_requests_total{outcome=\"ok\"}"), 3);
+  EXPECT_EQ(metric(m, "clone_requests_total{outcome=\"bad_request\"}"), 1);
+  EXPECT_EQ(metric(m, "clone_ttft_seconds_count"), 3);
+  EXPECT_EQ(metric(m, "clone_expert_weight_total{expert=\"code\"}"), 3);
+  // Each pass runs a prompt or one token per request: prompt tokens plus all but each
+  // request's last token (the last is sampled, not run).
+  EXPECT_EQ(metric(m, "clone_batch_rows_sum"), static_cast<double>(prompt + tokens - 3));
+  EXPECT_NE(m.find("# TYPE clone_ttft_seconds histogram"), std::string::npos);
+}
+
+TEST(Server, AutoRoutingUsesTheRoutersWeights) {
+  // Keys made here from one prompt each, so a prompt equal to one of them routes to it.
+  const Tokenizer tok = Tokenizer::from_gguf(base()->gguf());
+  auto emb = serve::make_hidden_embedder("hidden:2", base(), 1);
+  const std::vector<std::string> key_prompts = {
+      "He that loveth not knoweth not God; for God is love.",
+      "for (int i = 0; i < n; ++i) sum += a[i];", "And the LORD spake unto Moses, saying"};
+  std::vector<serve::ExpertKey> keys;
+  for (size_t i = 0; i < 3; ++i) {
+    const auto e = emb->embed(tok.encode(key_prompts[i], true));
+    keys.push_back({emb->name(), std::vector<float>(e.begin(), e.end()), 1});
+  }
+  serve::SchedulerOptions o = opts();
+  Running r(o, {}, keys);
+  const serve::Router router(keys, o.router);
+  const std::string prompt = "int main() { return 0; }";
+  const std::vector<double> want = router.weights(emb->embed(tok.encode(prompt, true)));
+  auto res = r.post("/v1/completions", completion(prompt, 8, "auto"));
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json w = json::parse(res->body)["clone"]["experts"];
+  const char* names[] = {"quotes", "code", "scripture"};
+  double sum = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    const double got = w.contains(names[i]) ? w[names[i]].get<double>() : 0.0;
+    EXPECT_NEAR(got, want[i], 1e-9) << names[i];
+    sum += got;
+  }
+  EXPECT_NEAR(sum, 1.0, 1e-9);
+  EXPECT_GT(w.value("code", 0.0), 0.5) << w.dump();  // the code key is the nearest
+}

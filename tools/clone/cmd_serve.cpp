@@ -1,0 +1,122 @@
+// clone serve: the OpenAI-compatible server (serve/server.h) over a continuous batch with
+// the soft mixture of LoRA experts per request. SIGINT/SIGTERM stop taking requests, finish
+// those admitted or queued, then exit 0.
+#include <pthread.h>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include "clone/core/error.h"
+#include "clone/engine/lora.h"
+#include "clone/engine/model.h"
+#include "clone/gguf/gguf.h"
+#include "clone/serve/router.h"
+#include "clone/serve/server.h"
+#include "subcommand.h"
+
+namespace {
+
+struct Opts {
+  std::string model, mixing = "soft";
+  std::vector<std::string> experts;
+  cln::serve::SchedulerOptions s;
+  cln::serve::ServerOptions h;
+};
+
+int serve(Opts& o) {
+  using namespace cln;
+  // The signals go to the waiting thread below only: block them before any thread starts.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  auto model = Model::load(o.model);
+  std::vector<std::pair<std::string, std::shared_ptr<const LoraAdapter>>> experts;
+  std::vector<serve::ExpertKey> keys;
+  size_t with_key = 0;
+  for (const std::string& a : o.experts) {
+    const auto eq = a.find('=');
+    const std::string path = eq == std::string::npos ? a : a.substr(eq + 1);
+    const std::string name =
+        eq == std::string::npos ? std::filesystem::path(a).stem().string() : a.substr(0, eq);
+    for (const auto& e : experts)
+      if (e.first == name) fail("two experts are named '", name, "': name them with name=path");
+    experts.emplace_back(name, LoraAdapter::load(path, *model));
+    auto key = serve::read_key(*GgufFile::open(path));
+    with_key += key.has_value();
+    if (key) keys.push_back(std::move(*key));
+  }
+  if (with_key != 0 && with_key != experts.size())
+    fail("some experts have router keys and some do not: add keys with `clone lora keys`");
+  o.s.router.mixing = serve::mixing_from_name(o.mixing);
+  serve::Scheduler sched(model, std::move(experts), std::move(keys), o.s);
+  serve::Server server(sched, o.h);
+  const int port = server.bind();
+  std::fprintf(
+      stderr,
+      "clone serve: %s with %zu experts%s, %d slots of %lld tokens; listening on http://%s:%d/\n",
+      o.model.c_str(), o.experts.size(), with_key ? " (router keys)" : "", o.s.slots,
+      static_cast<long long>(o.s.n_ctx), o.h.host.c_str(), port);
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    std::fprintf(stderr, "clone serve: %s: finishing %d active and %zu queued requests\n",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT", sched.active(), sched.queued());
+    server.stop();
+  });
+  server.run();
+  // run() also returns if the listener fails; wake the waiter so it can be joined.
+  pthread_kill(waiter.native_handle(), SIGTERM);
+  waiter.join();
+  std::fprintf(stderr, "clone serve: stopped\n");
+  return 0;
+}
+
+const cln::cli::Register reg{
+    "serve", "OpenAI-compatible HTTP server with a soft mixture of LoRA experts per request",
+    [](CLI::App& app) {
+      auto o = std::make_shared<Opts>();
+      app.add_option("-m,--model", o->model, "model GGUF")->required()->check(CLI::ExistingFile);
+      app.add_option("--expert", o->experts,
+                     "LoRA expert, path (named by its stem) or name=path (repeatable); with "
+                     "router keys (`clone lora keys`) requests may ask for \"auto\" routing");
+      app.add_option("--host", o->h.host, "address to listen on")->capture_default_str();
+      app.add_option("--port", o->h.port, "port (0: any free port, printed)")
+          ->capture_default_str()
+          ->check(CLI::Range(0, 65535));
+      app.add_option("--slots", o->s.slots, "requests decoded together")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 256));
+      app.add_option("-c,--ctx", o->s.n_ctx, "context per request (prompt and output)")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{8}, int64_t{1} << 20));
+      app.add_option("--max-rows", o->s.max_rows, "tokens per forward pass at most")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
+      app.add_option("--queue", o->s.max_queue, "waiting requests beyond the slots (then 503)")
+          ->capture_default_str();
+      app.add_option("-t,--threads", o->s.threads, "compute threads (0: all cores)")
+          ->capture_default_str();
+      app.add_option("--http-threads", o->h.http_threads, "connections served at once")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 1024));
+      app.add_option("--mixing", o->mixing, "soft, top1 or uniform")->capture_default_str();
+      app.add_option("--temperature", o->s.router.temperature, "router softmax temperature")
+          ->capture_default_str()
+          ->check(CLI::PositiveNumber);
+      app.add_option("--threshold", o->s.router.threshold, "drop experts under this weight")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 0.99));
+      app.add_option("--chat-template", o->h.chat_template, "raw or chatml")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"raw", "chatml"}));
+      app.add_option("--model-name", o->h.model_name, "the model id clients see")
+          ->capture_default_str();
+      return [o] { return serve(*o); };
+    }};
+
+}  // namespace
