@@ -3,6 +3,7 @@
 //   build-*/bench/dvfs_bench
 #include <benchmark/benchmark.h>
 
+#include "clone/engine/presets.h"
 #include "clone/dvfs/policy.h"
 
 using namespace cln;
@@ -14,7 +15,7 @@ std::shared_ptr<const device::CostModel> model(bool sfu) {
   o.sfu = sfu;
   return std::make_shared<const device::CostModel>(
       device::DeviceProfile::load(std::string(CLONE_SOURCE_DIR) + "/profiles/orin-nx-16gb.json"),
-      device::model_preset("gemma-2b"), o);
+      model_preset("gemma-2b"), o);
 }
 
 dvfs::State decode_state() {

@@ -1,5 +1,7 @@
 #include "clone/device/calibrate.h"
 
+#include "clone/engine/presets.h"
+
 #include <algorithm>
 #include <array>
 #include <cmath>

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "clone/engine/presets.h"
 #include "clone/core/error.h"
 #include "clone/device/calibrate.h"
 #include "clone/device/cost_model.h"

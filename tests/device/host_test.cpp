@@ -1,6 +1,7 @@
 // The host as a profile: clock levels from the probe's cpufreq knob (else /proc/cpuinfo),
 // FLOPs per cycle and bandwidth from measured limits, memory from /proc/meminfo; the
 // result is a valid profile the cost model accepts.
+#include "clone/engine/presets.h"
 #include "clone/device/host.h"
 
 #include <gtest/gtest.h>

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "clone/engine/presets.h"
 #include "clone/core/error.h"
 #include "clone/device/calibrate.h"
 #include "clone/dvfs/mlp.h"
@@ -28,7 +29,7 @@ std::shared_ptr<const device::CostModel> nx_model(bool sfu = false) {
   o.sfu = sfu;
   return std::make_shared<const device::CostModel>(
       device::DeviceProfile::load(src("profiles/orin-nx-16gb.json")),
-      device::model_preset("gemma-2b"), o);
+      model_preset("gemma-2b"), o);
 }
 
 workload::Request req(int64_t id, int64_t prompt, int64_t output, double ttft, double tpot) {
@@ -78,7 +79,7 @@ TEST(Policies, GovernorsBehaveAsNamed) {
 TEST(Oracle, MatchesExhaustiveSearchOnATinyProblem) {
   auto prof = device::DeviceProfile::load(src("profiles/orin-nx-16gb.json"));
   prof.compute().levels = {{306, 0.6}, {612, 0.7}, {918, 0.95}};
-  ModelConfig tiny = device::model_preset("gemma-2b");
+  ModelConfig tiny = model_preset("gemma-2b");
   tiny.layers.resize(2);
   auto m = std::make_shared<const device::CostModel>(prof, tiny);
   auto trace = device::CorunnerTrace::constant(0);
@@ -225,7 +226,7 @@ TEST(Learned, ShippedPolicyIsSmallAndLoads) {
     EXPECT_LT(p.n_params(), 1000) << prof;
     auto m = std::make_shared<const device::CostModel>(
         device::DeviceProfile::load(src(std::string("profiles/") + prof + ".json")),
-        device::model_preset("gemma-2b"));
+        model_preset("gemma-2b"));
     EXPECT_EQ(make_policy("learned", m)->name(), "learned") << prof;
   }
   std::string bad = std::string(CLONE_BINARY_DIR) + "/bad_mlp.json";
@@ -291,7 +292,7 @@ TEST(Accelerator, ExpertSetsSwapBetweenRequestsAndTheLpuRemovesTheCost) {
     o.lpu = lpu, o.n_experts = 4;
     return std::make_shared<const device::CostModel>(
         device::DeviceProfile::load(src("profiles/orin-nx-16gb.json")),
-        device::model_preset("gemma-2b"), o);
+        model_preset("gemma-2b"), o);
   };
   std::vector<workload::Request> base;
   for (int i = 0; i < 4; ++i) base.push_back(req(i, 100, 20, 10, 1));

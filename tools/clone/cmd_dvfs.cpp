@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "clone/engine/presets.h"
 #include "clone/core/error.h"
 #include "clone/device/cost_model.h"
 #include "clone/dvfs/train.h"
@@ -21,7 +22,7 @@ struct Opts {
 
 int train(Opts& o) {
   auto prof = device::DeviceProfile::find(o.profile);
-  auto mc = device::model_preset(o.model);
+  auto mc = model_preset(o.model);
   std::string out =
       o.out.empty() ? resource_path(Resource::Models, "dvfs/" + prof.name + ".json") : o.out;
   std::string log_path =

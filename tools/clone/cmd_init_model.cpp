@@ -6,6 +6,7 @@
 
 #include "clone/core/error.h"
 #include "clone/engine/model_writer.h"
+#include "clone/engine/presets.h"
 #include "subcommand.h"
 
 namespace {
@@ -41,33 +42,31 @@ std::vector<int64_t> per_layer(const std::string& s, int64_t n, const char* what
 
 int run(Opts o) {
   using namespace cln;
-  if (o.preset == "tinyllama") {  // TinyLlama-1.1B's shape
-    o.layers = 22, o.embd = 2048, o.heads = "32", o.kv_heads = "4", o.ff = "5632", o.vocab = 32000;
-  } else if (o.preset == "base") {  // the shipped base model's scale (~7M parameters)
-    o.layers = 12, o.embd = 256, o.heads = "8", o.kv_heads = "4", o.ff = "640", o.vocab = 4096;
-  } else if (!o.preset.empty()) {
-    fail("unknown --preset '", o.preset, "' (tinyllama, base)");
-  }
   const auto type = dtype_from_name(o.type);
   if (!type) fail("unknown --type '", o.type, "' (f32, f16, q8_0, q4_0)");
   ModelConfig c;
+  if (!o.preset.empty()) {  // the shape (and context, RoPE, norm epsilon) from engine/presets.h
+    c = model_preset(o.preset);
+    o.layers = c.n_layer();
+  } else {
+    c.n_vocab = o.vocab;
+    c.n_embd = o.embd;
+    c.n_ctx_train = o.ctx;
+    c.rope_base = o.rope_base;
+    c.rms_eps = o.eps;
+    c.tied_output = o.tied;
+    const auto h = per_layer(o.heads, o.layers, "heads");
+    const auto kv = per_layer(o.kv_heads.empty() ? o.heads : o.kv_heads, o.layers, "kv-heads");
+    const auto ff = per_layer(o.ff, o.layers, "ff");
+    int64_t h0 = 0;
+    for (int64_t x : h) h0 = h0 ? h0 : x;
+    c.head_dim_k = c.head_dim_v = o.head_dim > 0 ? o.head_dim : (h0 > 0 ? o.embd / h0 : 0);
+    for (int64_t i = 0; i < o.layers; ++i)
+      c.layers.push_back(
+          {h[static_cast<size_t>(i)], kv[static_cast<size_t>(i)], ff[static_cast<size_t>(i)]});
+  }
   c.name = o.name.empty() ? "clone-random" : o.name;
-  c.n_vocab = o.vocab;
-  c.n_embd = o.embd;
-  c.n_ctx_train = o.ctx;
-  c.rope_base = o.rope_base;
-  c.rms_eps = o.eps;
-  c.tied_output = o.tied;
   c.weight_type = *type;
-  const auto h = per_layer(o.heads, o.layers, "heads");
-  const auto kv = per_layer(o.kv_heads.empty() ? o.heads : o.kv_heads, o.layers, "kv-heads");
-  const auto ff = per_layer(o.ff, o.layers, "ff");
-  int64_t h0 = 0;
-  for (int64_t x : h) h0 = h0 ? h0 : x;
-  c.head_dim_k = c.head_dim_v = o.head_dim > 0 ? o.head_dim : (h0 > 0 ? o.embd / h0 : 0);
-  for (int64_t i = 0; i < o.layers; ++i)
-    c.layers.push_back(
-        {h[static_cast<size_t>(i)], kv[static_cast<size_t>(i)], ff[static_cast<size_t>(i)]});
   std::shared_ptr<GgufFile> vocab;
   if (!o.vocab_from.empty()) {  // the tokenizer and its size come from the file
     vocab = GgufFile::open(o.vocab_from);
@@ -88,9 +87,9 @@ const cln::cli::Register reg{
     "init-model", "Write a model of any shape with seeded random weights", [](CLI::App& app) {
       auto o = std::make_shared<Opts>();
       app.add_option("-o,--out", o->out, "output GGUF path")->required();
-      app.add_option(
-          "--preset", o->preset,
-          "a named shape: tinyllama (1.1B), base (~7M); flags after it do not override it");
+      app.add_option("--preset", o->preset,
+                     "a named shape (gemma-2b, llama2-7b, tinyllama-1.1b, base); shape flags are "
+                     "ignored with it");
       app.add_option("--layers", o->layers, "number of layers")
           ->capture_default_str()
           ->check(CLI::Range(1, 4096));

@@ -3,6 +3,7 @@
 // timeline (layers x tokens) of one request.
 #include <cstdio>
 
+#include "clone/engine/presets.h"
 #include "clone/core/error.h"
 #include "clone/core/plot.h"
 #include "clone/device/cost_model.h"
@@ -36,7 +37,7 @@ struct Opts {
 
 ModelConfig load_model(const std::string& m) {
   if (m.ends_with(".gguf")) return ModelConfig::from_gguf(*GgufFile::open(m));
-  return device::model_preset(m);
+  return model_preset(m);
 }
 
 std::vector<bool> switch_values(const std::string& v) {

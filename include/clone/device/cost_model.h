@@ -87,8 +87,4 @@ class CostModel {
   double resident_ = 1;
 };
 
-// Shapes of well-known models by name ("gemma-2b", "llama2-7b", "tinyllama-1.1b").
-ModelConfig model_preset(const std::string& name);
-std::vector<std::string> model_preset_names();
-
 }  // namespace cln::device
