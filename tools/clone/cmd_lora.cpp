@@ -74,14 +74,7 @@ struct EvalOpts {
 
 int eval(EvalOpts& o) {
   using namespace cln;
-  for (const std::string& a : o.experts) {
-    const auto eq = a.find('=');
-    const std::string path = eq == std::string::npos ? a : a.substr(eq + 1);
-    const std::string name =
-        eq == std::string::npos ? std::filesystem::path(a).stem().string() : a.substr(0, eq);
-    if (name.empty() || path.empty()) fail("--expert ", a, ": expected path or name=path");
-    o.e.experts.push_back({name, path});
-  }
+  for (const auto& [name, path] : cli::expert_specs(o.experts)) o.e.experts.push_back({name, path});
   const eval::ExpertEval r = eval::evaluate_experts(o.e);
   const Table ppl = eval::perplexity_table(r);
   const Table tasks = eval::task_table(r);

@@ -7,6 +7,7 @@
 
 #include "clone/core/error.h"
 #include "clone/serve/route_eval.h"
+#include "common.h"
 #include "subcommand.h"
 
 namespace {
@@ -19,13 +20,7 @@ struct Opts {
 
 int eval(Opts& o) {
   using namespace cln;
-  for (const std::string& a : o.experts) {
-    const auto eq = a.find('=');
-    const std::string path = eq == std::string::npos ? a : a.substr(eq + 1);
-    const std::string name =
-        eq == std::string::npos ? std::filesystem::path(a).stem().string() : a.substr(0, eq);
-    o.e.experts.emplace_back(name, path);
-  }
+  o.e.experts = cli::expert_specs(o.experts);
   const serve::RouteEval r = serve::evaluate_router(o.e);
   char cost[512];
   std::snprintf(cost, sizeof cost,

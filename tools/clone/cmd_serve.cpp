@@ -14,6 +14,7 @@
 #include "clone/gguf/gguf.h"
 #include "clone/serve/router.h"
 #include "clone/serve/server.h"
+#include "common.h"
 #include "subcommand.h"
 
 namespace {
@@ -38,13 +39,7 @@ int serve(Opts& o) {
   std::vector<std::pair<std::string, std::shared_ptr<const LoraAdapter>>> experts;
   std::vector<serve::ExpertKey> keys;
   size_t with_key = 0;
-  for (const std::string& a : o.experts) {
-    const auto eq = a.find('=');
-    const std::string path = eq == std::string::npos ? a : a.substr(eq + 1);
-    const std::string name =
-        eq == std::string::npos ? std::filesystem::path(a).stem().string() : a.substr(0, eq);
-    for (const auto& e : experts)
-      if (e.first == name) fail("two experts are named '", name, "': name them with name=path");
+  for (const auto& [name, path] : cli::expert_specs(o.experts)) {
     experts.emplace_back(name, LoraAdapter::load(path, *model));
     auto key = serve::read_key(*GgufFile::open(path));
     with_key += key.has_value();

@@ -1,6 +1,7 @@
 #include "common.h"
 
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -24,6 +25,22 @@ std::vector<ActiveLora> load_loras(const std::vector<std::string>& specs, const 
       }
     }
     out.push_back({LoraAdapter::load(path, model), w});
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> expert_specs(
+    const std::vector<std::string>& specs) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& a : specs) {
+    const auto eq = a.find('=');
+    const std::string path = eq == std::string::npos ? a : a.substr(eq + 1);
+    const std::string name =
+        eq == std::string::npos ? std::filesystem::path(a).stem().string() : a.substr(0, eq);
+    if (name.empty() || path.empty()) fail("--expert ", a, ": expected path or name=path");
+    for (const auto& e : out)
+      if (e.first == name) fail("two experts are named '", name, "': name them with name=path");
+    out.emplace_back(name, path);
   }
   return out;
 }

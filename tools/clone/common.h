@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "clone/core/resources.h"
@@ -16,6 +17,11 @@ namespace cln::cli {
 
 // "path" or "path:weight" (weight defaults to 1).
 std::vector<ActiveLora> load_loras(const std::vector<std::string>& specs, const Model& model);
+
+// Named experts from "path" (named by the file's stem) or "name=path" specs; throws
+// cln::Error for an empty name or path or a name given twice.
+std::vector<std::pair<std::string, std::string>> expert_specs(
+    const std::vector<std::string>& specs);
 
 // Token ids as a JSON-style list "[1, 2, 3]" or whitespace/comma separated numbers.
 std::vector<int32_t> read_ids_file(const std::string& path);
