@@ -57,7 +57,7 @@ double num_field(const json& j, const char* k, double def, double lo, double hi)
 // What one HTTP request asks for beyond the generation itself.
 struct Call {
   GenRequest gen;
-  bool stream = false, chat = false;
+  bool stream = false, chat = false, include_usage = false;
   std::vector<std::string> stop;
   std::string slo;  // class name or "custom"
   double ttft_ms = 0, tpot_ms = 0;
@@ -98,6 +98,15 @@ Call parse(const std::string& body, bool chat, const ServerOptions& o, const Sch
   const json& st = field(j, "stream");
   if (!st.is_null() && !st.is_boolean()) bad("'stream' must be true or false");
   c.stream = st.is_boolean() && st.get<bool>();
+  // OpenAI's stream_options.include_usage: one more chunk with the usage, before [DONE].
+  const json& so = field(j, "stream_options");
+  if (!so.is_null()) {
+    if (!so.is_object()) bad("'stream_options' must be an object");
+    const json& iu = field(so, "include_usage");
+    if (!iu.is_null() && !iu.is_boolean())
+      bad("'stream_options.include_usage' must be true or false");
+    c.include_usage = iu.is_boolean() && iu.get<bool>();
+  }
   const json& stop = field(j, "stop");
   if (stop.is_string()) {
     c.stop.push_back(stop.get<std::string>());
@@ -257,6 +266,9 @@ Server::Server(Scheduler& s, ServerOptions o)
     return new httplib::ThreadPool(static_cast<size_t>(o_.http_threads));
   };
   http_->set_payload_max_length(o_.max_body);
+  // Clients (the openai package, load balancers) keep connections open for many requests.
+  http_->set_keep_alive_max_count(10000);
+  http_->set_keep_alive_timeout(60);
   routes();
 }
 
@@ -494,6 +506,20 @@ void Server::routes() {
                 choice["text"] = "", choice["logprobs"] = nullptr;
               const json ext = extension(r);
               send(choice, &ext);
+              if (c.include_usage) {
+                const auto n = static_cast<int64_t>(r.tokens.size());
+                const json u = {{"id", id},
+                                {"object", chunk_object},
+                                {"created", created},
+                                {"model", o_.model_name},
+                                {"choices", json::array()},
+                                {"usage",
+                                 {{"prompt_tokens", r.prompt_tokens},
+                                  {"completion_tokens", n},
+                                  {"total_tokens", r.prompt_tokens + n}}}};
+                const std::string line = "data: " + u.dump(-1, ' ', false, kReplace) + "\n\n";
+                sink.write(line.data(), line.size());
+              }
               const std::string done = "data: [DONE]\n\n";
               sink.write(done.data(), done.size());
               sink.done();

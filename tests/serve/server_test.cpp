@@ -18,6 +18,7 @@
 #include "clone/engine/generate.h"
 #include "clone/gguf/gguf.h"
 #include "clone/serve/embed.h"
+#include "clone/serve/load.h"
 #include "clone/serve/server.h"
 
 using namespace cln;
@@ -477,4 +478,24 @@ TEST(Server, AutoRoutingUsesTheRoutersWeights) {
   }
   EXPECT_NEAR(sum, 1.0, 1e-9);
   EXPECT_GT(w.value("code", 0.0), 0.5) << w.dump();  // the code key is the nearest
+}
+
+TEST(Server, TheLoadGeneratorCountsWhatTheServerServed) {
+  Running r(opts(4));
+  serve::LoadOptions lo;
+  lo.port = r.port;
+  lo.clients = 6;
+  lo.seconds = 1.0;
+  lo.warmup_s = 0;
+  lo.min_tokens = 3, lo.max_tokens = 9;
+  lo.experts = {"quotes", "code", "scripture"};
+  lo.prompts = {"Hello", "In the beginning", "int x"};
+  const serve::LoadResult got = serve::run_load(lo, true);
+  EXPECT_EQ(got.errors, 0) << (got.error_samples.empty() ? "" : got.error_samples[0]);
+  const std::string m = r.client().Get("/metrics")->body;
+  EXPECT_GT(got.requests, 6);
+  EXPECT_EQ(static_cast<double>(got.requests), metric(m, "clone_requests_total{outcome=\"ok\"}"));
+  EXPECT_EQ(static_cast<double>(got.tokens), metric(m, "clone_generated_tokens_total"));
+  EXPECT_GT(got.ttft_p99_s, 0);
+  EXPECT_GT(got.rss_end_mib, 10);  // this process holds the model
 }
