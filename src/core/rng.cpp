@@ -20,4 +20,6 @@ double Rng::normal() {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
 
+double Rng::exponential(double mean) { return -mean * std::log(1.0 - uniform()); }
+
 }  // namespace cln

@@ -1,9 +1,9 @@
+#include "clone/core/rng.h"
 #include "clone/device/corunner.h"
 
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <random>
 #include <sstream>
 
 #include "clone/core/error.h"
@@ -37,9 +37,9 @@ CorunnerTrace CorunnerTrace::make(const std::string& spec, uint64_t seed) {
   CorunnerTrace c;
   c.name_ = spec;
   c.period_ = kHorizon;
-  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
-  auto uni = [&](double a, double b) { return std::uniform_real_distribution<double>(a, b)(rng); };
-  auto expo = [&](double mean) { return std::exponential_distribution<double>(1 / mean)(rng); };
+  Rng rng(seed ^ 0x9e3779b97f4a7c15ull);
+  auto uni = [&](double a, double b) { return rng.uniform(a, b); };
+  auto expo = [&](double mean) { return rng.exponential(mean); };
   double t = 0;
   if (spec == "web-search") {
     // Page loads (parse, layout, scripts, images) between reading pauses.

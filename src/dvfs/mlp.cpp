@@ -1,8 +1,8 @@
+#include "clone/core/rng.h"
 #include "clone/dvfs/mlp.h"
 
 #include <cmath>
 #include <fstream>
-#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -12,15 +12,15 @@ namespace cln::dvfs {
 
 void Mlp::init(int inputs, int hidden, uint64_t seed) {
   n_in = inputs, n_hidden = hidden;
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> z(0, 1);
+  Rng rng(seed);
+  const auto z = [&rng] { return static_cast<float>(rng.normal()); };
   float s1 = 1.0f / std::sqrt(static_cast<float>(inputs)),
         s2 = 1.0f / std::sqrt(static_cast<float>(hidden));
   w1.resize(static_cast<size_t>(hidden * inputs));
-  for (auto& w : w1) w = z(rng) * s1;
+  for (auto& w : w1) w = z() * s1;
   b1.assign(static_cast<size_t>(hidden), 0);
   w2.resize(static_cast<size_t>(hidden));
-  for (auto& w : w2) w = z(rng) * s2;
+  for (auto& w : w2) w = z() * s2;
   b2 = 0;
   mean.assign(static_cast<size_t>(inputs), 0);
   scale.assign(static_cast<size_t>(inputs), 1);

@@ -1,10 +1,10 @@
+#include "clone/core/rng.h"
 #include "clone/dvfs/mlp_fit.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
-#include <random>
 
 #include "clone/core/error.h"
 #include "clone/train/optim.h"
@@ -77,11 +77,11 @@ double fit(Mlp& net, const std::vector<float>& x, const std::vector<float>& y,
 
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::mt19937_64 rng(seed);
+  Rng rng(seed);
   std::vector<float> target;
   double mse = 0;
   for (int ep = 0; ep < opt.epochs; ++ep) {
-    std::shuffle(order.begin(), order.end(), rng);
+    shuffle(order, rng);
     const double lr = opt.lr * (ep < opt.epochs * 2 / 3 ? 1.0 : 0.2);
     mse = 0;
     for (size_t b0 = 0; b0 < n; b0 += static_cast<size_t>(opt.batch)) {

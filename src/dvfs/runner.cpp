@@ -1,8 +1,8 @@
+#include "clone/core/rng.h"
 #include "clone/dvfs/runner.h"
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <sstream>
 
 #include "clone/core/error.h"
@@ -13,10 +13,9 @@ namespace cln::dvfs {
 
 int64_t LengthPredictor::predict(const workload::Request& r) const {
   if (noise <= 0) return r.output;
-  std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(r.id));
-  std::normal_distribution<double> z(0, 1);
+  Rng rng(seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(r.id));
   return std::max<int64_t>(1,
-                           std::llround(static_cast<double>(r.output) * std::exp(noise * z(rng))));
+                           std::llround(static_cast<double>(r.output) * std::exp(noise * rng.normal())));
 }
 
 RequestDriver::RequestDriver(device::SimDevice& dev, Policy& pol, const workload::Request& r,

@@ -1,7 +1,7 @@
+#include "clone/core/rng.h"
 #include "clone/dvfs/train.h"
 
 #include <algorithm>
-#include <random>
 #include <sstream>
 
 #include "clone/core/error.h"
@@ -26,7 +26,7 @@ class Collector : public Policy {
   int decide(const State& s) override {
     const auto& lv = m_->levels();
     double span = lv.back().mhz - lv.front().mhz;
-    bool label = std::uniform_int_distribution<int>(0, every_ - 1)(rng_) == 0;
+    bool label = rng_.below(static_cast<uint64_t>(every_)) == 0;
     int teacher = -1;
     if (label) {
       teacher = mpc_level(*m_, s);
@@ -51,7 +51,7 @@ class Collector : public Policy {
  private:
   std::shared_ptr<const device::CostModel> m_;
   const Mlp* student_;
-  std::mt19937_64 rng_;
+  Rng rng_;
   int every_;
   int held_ = -1;
   std::vector<float>& x_;  // [labelled states, kFeatures]
@@ -90,9 +90,8 @@ TrainResult train_policy(const device::DeviceProfile& profile, const ModelConfig
       gs.max_context = 2048;
       // Vary how tight the SLOs are so the policy sees slack of every size.
       auto reqs = workload::generate(gs);
-      std::mt19937_64 rng(s);
-      std::uniform_real_distribution<double> scale(0.85, 1.6);
-      for (auto& r : reqs) workload::apply_slo(r, workload::slo_class(r.slo), scale(rng));
+      Rng rng(s);
+      for (auto& r : reqs) workload::apply_slo(r, workload::slo_class(r.slo), rng.uniform(0.85, 1.6));
       device::SimDevice dev(m, device::CorunnerTrace::make(patterns[pi], s));
       Collector col(m, round == 0 ? nullptr : &tr.net, s, opt.label_every, x, y);
       RunOptions ro;

@@ -1,20 +1,18 @@
+#include "clone/core/rng.h"
 #include "clone/workload/replay.h"
 
 #include <algorithm>
-#include <random>
 
 namespace cln::workload {
 
 void apply_replay_rules(std::vector<Request>& reqs, const ReplayRules& rules) {
-  std::mt19937_64 rng(rules.seed);
-  std::exponential_distribution<double> think(1 / rules.mean_think_s);
-  std::uniform_real_distribution<double> u(0, 1);
+  Rng rng(rules.seed);
   for (auto& r : reqs) {
-    r.think_s = think(rng);
+    r.think_s = rng.exponential(rules.mean_think_s);
     r.output = std::min<int64_t>(r.output, rules.max_output);
     r.prompt = std::min<int64_t>(r.prompt, rules.max_context - r.output);
     if (r.slo.empty()) {
-      const char* cls = rules.code ? "code-completion" : (u(rng) < 0.7 ? "chatbot" : "smart-reply");
+      const char* cls = rules.code ? "code-completion" : (rng.uniform() < 0.7 ? "chatbot" : "smart-reply");
       apply_slo(r, slo_class(cls), rules.slo_scale);
     }
   }
@@ -39,9 +37,8 @@ std::vector<Request> load_workload(const std::string& name, size_t n, uint64_t s
 
 void assign_expert_sets(std::vector<Request>& reqs, int bank, uint64_t seed) {
   if (bank <= 0) return;
-  std::mt19937_64 rng(seed ^ 0x10a5e7ull);
-  std::uniform_int_distribution<int32_t> pick(0, bank - 1);
-  for (auto& r : reqs) r.expert_set = pick(rng);
+  Rng rng(seed ^ 0x10a5e7ull);
+  for (auto& r : reqs) r.expert_set = static_cast<int32_t>(rng.below(static_cast<uint64_t>(bank)));
 }
 
 }  // namespace cln::workload

@@ -1,3 +1,4 @@
+#include "clone/core/rng.h"
 #include "clone/workload/workload.h"
 
 #include <algorithm>
@@ -6,7 +7,6 @@
 #include <ctime>
 #include <fstream>
 #include <iomanip>
-#include <random>
 #include <sstream>
 
 #include "clone/core/error.h"
@@ -207,13 +207,9 @@ std::vector<Request> generate(const GeneratorSpec& spec) {
   if (spec.n == 0) fail("workload: n must be positive");
   if (spec.max_context < 16) fail("workload: max_context must be at least 16");
   LengthFit lf = spec.kind == "chat" ? azure_conv_fit() : azure_code_fit();
-  std::mt19937_64 rng(spec.seed);
-  std::normal_distribution<double> z(0, 1);
-  std::uniform_real_distribution<double> u(0, 1);
-  std::exponential_distribution<double> think(1 / std::max(spec.mean_think_s, 1e-9));
-  std::exponential_distribution<double> gap(1 / std::max(spec.mean_interarrival_s, 1e-9));
+  Rng rng(spec.seed);
   auto draw = [&](const LengthDist& d, int64_t cap) {
-    double v = std::exp(d.mu + d.sigma * z(rng));
+    double v = std::exp(d.mu + d.sigma * rng.normal());
     return std::clamp<int64_t>(std::llround(v), std::max<int64_t>(1, d.lo), std::min(d.hi, cap));
   };
   std::vector<Request> out;
@@ -223,11 +219,11 @@ std::vector<Request> generate(const GeneratorSpec& spec) {
     r.id = static_cast<int64_t>(i);
     r.output = draw(lf.output, spec.max_context / 2);
     r.prompt = draw(lf.prompt, spec.max_context - r.output);
-    t += gap(rng);
+    t += rng.exponential(std::max(spec.mean_interarrival_s, 1e-9));
     r.arrival_s = t;
-    r.think_s = think(rng);
+    r.think_s = rng.exponential(std::max(spec.mean_think_s, 1e-9));
     const char* cls =
-        spec.kind == "code" ? "code-completion" : (u(rng) < 0.7 ? "chatbot" : "smart-reply");
+        spec.kind == "code" ? "code-completion" : (rng.uniform() < 0.7 ? "chatbot" : "smart-reply");
     apply_slo(r, slo_class(cls), spec.slo_scale);
     out.push_back(r);
   }

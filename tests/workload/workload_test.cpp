@@ -121,8 +121,8 @@ TEST(Generator, SeededLongTailedAndFitted) {
     out_cut += r.output == 256;
     prompt_cut += r.prompt + r.output == 512;
   }
-  EXPECT_GT(out_cut, 400);      // 1114 of 4000 with this seed
-  EXPECT_GT(prompt_cut, 2000);  // 3142
+  EXPECT_GT(out_cut, 400);      // 1078 of 4000 with this seed
+  EXPECT_GT(prompt_cut, 2000);  // 3145
   GeneratorSpec c;
   c.kind = "code";
   EXPECT_EQ(generate(c)[0].slo, "code-completion");

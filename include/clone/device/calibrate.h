@@ -3,8 +3,10 @@
 //              128 in + 242 out idle: TTFT/TPOT 255/198 ms, end-to-end 42.6 s;
 //              the same with a web-search co-runner: end-to-end 61.4 s.
 //   Orin Nano: 128 in + 242 out idle: TTFT/TPOT 268/231 ms.
-// fit_to_paper() fits the profile's efficiency factors to these by Nelder-Mead on the
-// squared log error; docs/device.md explains which factor each measurement pins down.
+// fit_to_paper() fits the profile's efficiency factors to these, minimising the squared
+// log error: Nelder-Mead for the factors the idle points pin down, then (NX) a grid search
+// for the contention on the co-runner point; docs/device.md explains which factor each
+// measurement pins down.
 #pragma once
 
 #include <functional>
@@ -50,7 +52,9 @@ struct FitResult {
   int evaluations = 0;
   double loss = 0;  // over the points not held out
 };
-// NX: frees compute_efficiency, core_bytes_per_cycle, overlap, contention.
+// NX: frees compute_efficiency, core_bytes_per_cycle, overlap (on the idle points), then
+// contention (on the web-search point, which only it moves; a grid over its whole range, so
+// the start does not matter; held out, contention keeps the profile's value).
 // Nano: frees compute_efficiency and core_bytes_per_cycle; overlap and contention are the
 // NX values passed in (same SoC family, too few Nano measurements to pin them).
 // held_out: points (by `what`) left out of the loss, to see how well the fit predicts
