@@ -134,7 +134,8 @@ LoadResult run_load(const LoadOptions& o, bool sample_rss) {
       s.end = since(t0, end);
       std::string err;
       if (!res)
-        err = "connection: " + httplib::to_string(res.error());
+        err = "connection: " + httplib::to_string(res.error()) + " after " +
+              std::to_string(since(start, end)) + " s and " + std::to_string(chunks) + " chunks";
       else if (res->status != 200)
         err = "HTTP " + std::to_string(res->status) + ": " + raw;
       else if (!done)

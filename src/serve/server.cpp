@@ -1,11 +1,14 @@
 #include "clone/serve/server.h"
 
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -276,12 +279,44 @@ Server::~Server() {
   s_.on_pass = nullptr;
 }
 
+namespace {
+
+// cpp-httplib listens with a backlog of 5 (a compile-time constant of Debian's built
+// library): 64 clients connecting at once overflow the accept queue and some of them read
+// nothing back. listen() on a socket that already listens only changes its backlog, so the
+// server's socket is found among this process's descriptors (listening, bound to `port`)
+// and given the system's maximum.
+void raise_backlog(int port) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    int fd = -1;
+    try {
+      fd = std::stoi(e.path().filename().string());
+    } catch (const std::exception&) {
+      continue;
+    }
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    sockaddr_storage addr{};
+    socklen_t alen = sizeof addr;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
+    int p = -1;
+    if (addr.ss_family == AF_INET) p = ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+    if (addr.ss_family == AF_INET6) p = ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
+    if (p == port) ::listen(fd, SOMAXCONN);
+  }
+}
+
+}  // namespace
+
 int Server::bind() {
   if (o_.port == 0)
     port_ = http_->bind_to_any_port(o_.host);
   else
     port_ = http_->bind_to_port(o_.host, o_.port) ? o_.port : -1;
   if (port_ < 0) fail("cannot listen on ", o_.host, ":", o_.port, " (in use, or no permission)");
+  raise_backlog(port_);
   return port_;
 }
 
