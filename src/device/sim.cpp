@@ -18,7 +18,11 @@ void SimDevice::set_level(int i) {
 }
 
 void SimDevice::on_layer(const LayerEvent& ev) {
-  last_ = model_->layer_cost(ev, level_, corunner_.at(now_ + shift_));
+  on_work(model_->work(ev.layer, ev.phase, ev.pos, ev.n_tokens));
+}
+
+void SimDevice::on_work(const Work& w) {
+  last_ = model_->cost(w, level_, corunner_.at(now_ + shift_));
   now_ += last_.time_s;
   energy_ += last_.energy_j;
 }

@@ -1,5 +1,5 @@
-#include "clone/core/rng.h"
 #include "clone/dvfs/runner.h"
+#include "clone/core/rng.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,8 +14,8 @@ namespace cln::dvfs {
 int64_t LengthPredictor::predict(const workload::Request& r) const {
   if (noise <= 0) return r.output;
   Rng rng(seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(r.id));
-  return std::max<int64_t>(1,
-                           std::llround(static_cast<double>(r.output) * std::exp(noise * rng.normal())));
+  return std::max<int64_t>(
+      1, std::llround(static_cast<double>(r.output) * std::exp(noise * rng.normal())));
 }
 
 RequestDriver::RequestDriver(device::SimDevice& dev, Policy& pol, const workload::Request& r,
@@ -39,6 +39,17 @@ RequestDriver::RequestDriver(device::SimDevice& dev, Policy& pol, const workload
 }
 
 void RequestDriver::on_event(const LayerEvent& ev) {
+  const double corunner = dev_.corunner_intensity();  // what the controller saw
+  const int level = decide(ev);
+  const auto& m = dev_.model();
+  dev_.set_level(std::clamp(level, 0, m.max_level()));
+  if (tl_)
+    tl_->push_back({pass_, ev.phase, ev.layer, dev_.now_s() - info_.arrival_s,
+                    m.levels()[static_cast<size_t>(dev_.level())].mhz, corunner});
+  dev_.on_layer(ev);
+}
+
+int RequestDriver::decide(const LayerEvent& ev) {
   if (ev.phase == Phase::Decode && phase_ == Phase::Prefill) {
     first_ = dev_.now_s();
     phase_ = Phase::Decode;
@@ -106,12 +117,7 @@ void RequestDriver::on_event(const LayerEvent& ev) {
     s.slack_s = info_.tpot_target_s * (static_cast<double>(j) + done / est_.decode_token_s) -
                 s.phase_elapsed_s;
   }
-  int level = pol_.decide(s);
-  dev_.set_level(std::clamp(level, 0, m.max_level()));
-  if (tl_)
-    tl_->push_back({pass_, ev.phase, ev.layer, dev_.now_s() - info_.arrival_s,
-                    m.levels()[static_cast<size_t>(dev_.level())].mhz, s.corunner});
-  dev_.on_layer(ev);
+  return pol_.decide(s);
 }
 
 RequestResult RequestDriver::finish() {

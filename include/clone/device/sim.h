@@ -21,6 +21,8 @@ class SimDevice : public DeviceBackend {
   int level() const override { return level_; }
   void set_level(int i) override;
   void on_layer(const LayerEvent& ev) override;
+  // Charges work that is not one event's: a batched pass's layer (dvfs/batch_cosim.h).
+  void on_work(const Work& w);
   double now_s() const override { return now_; }
   double energy_j() const override { return energy_; }
   double corunner_intensity() const override { return corunner_.at(now_ + shift_); }

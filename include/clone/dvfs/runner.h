@@ -49,7 +49,13 @@ class RequestDriver {
   RequestDriver(device::SimDevice& dev, Policy& pol, const workload::Request& r, double arrival_s,
                 int64_t predicted_output, int64_t n_batch,
                 std::vector<TimelinePoint>* timeline = nullptr);
+  // The controller picks the level for this layer, the device switches to it and charges
+  // the layer.
   void on_event(const LayerEvent& ev);
+  // The level this request's controller wants for the layer `ev` describes (the request's
+  // own view: its phase, position and tokens), without touching the device; a batch
+  // runs at the highest level any of its requests wants (dvfs/batch_cosim.h).
+  int decide(const LayerEvent& ev);
   LayerHook hook() {
     return [this](const LayerEvent& ev) { on_event(ev); };
   }

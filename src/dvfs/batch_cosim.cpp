@@ -1,0 +1,125 @@
+#include "clone/dvfs/batch_cosim.h"
+
+#include <algorithm>
+
+#include "clone/core/error.h"
+
+namespace cln::dvfs {
+
+struct BatchCoSim::Live {
+  workload::Request req;
+  std::unique_ptr<Policy> policy;
+  std::optional<RequestDriver> driver;
+  double energy_j = 0;
+  std::map<double, int64_t> mhz_layers;
+  bool feasible = true;
+};
+
+BatchCoSim::BatchCoSim(const ModelConfig& model, const CoSimOptions& opt) : opt_(opt) {
+  if (opt.controller == "oracle")
+    fail(
+        "the oracle controller plans with each request's future, which a server does not "
+        "know: use learned, mpc, static, schedutil, performance or powersave");
+  model_ =
+      std::make_shared<const device::CostModel>(device::DeviceProfile::find(opt.device), model);
+  dev_.emplace(model_, device::CorunnerTrace::make(opt.corunner, opt.corunner_seed));
+  PolicyOptions po;
+  po.learned_path = opt.policy_path;
+  po.n_batch = opt.n_batch;
+  (void)make_policy(opt.controller, model_, po);  // an unknown name fails here, not later
+}
+
+BatchCoSim::~BatchCoSim() = default;
+
+void BatchCoSim::admit(int64_t id, const std::string& slo, int64_t prompt, int64_t predicted_output,
+                       double ttft_target_s, double tpot_target_s) {
+  if (live_.count(id)) fail("batch co-simulation: request ", id, " was admitted twice");
+  if (!(ttft_target_s > 0) || !(tpot_target_s > 0))
+    fail("batch co-simulation: request ", id, " has no SLO targets");
+  auto l = std::make_unique<Live>();
+  l->req.id = id;
+  l->req.slo = slo;
+  l->req.prompt = prompt;
+  l->req.output = std::max<int64_t>(1, predicted_output);
+  l->req.ttft_target_s = ttft_target_s;
+  l->req.tpot_target_s = tpot_target_s;
+  PolicyOptions po;
+  po.learned_path = opt_.policy_path;
+  po.n_batch = opt_.n_batch;
+  l->policy = make_policy(opt_.controller, model_, po);
+  l->feasible = feasible_at_top(*dev_, l->req, dev_->now_s(), opt_.n_batch);
+  l->driver.emplace(*dev_, *l->policy, l->req, dev_->now_s(), l->req.output, opt_.n_batch);
+  live_.emplace(id, std::move(l));
+}
+
+void BatchCoSim::charge_embedding(int64_t id, int layers, int64_t tokens) {
+  const auto it = live_.find(id);
+  if (it == live_.end()) fail("batch co-simulation: request ", id, " was not admitted");
+  const int nl = model_->n_layer();
+  if (layers < 0 || layers > nl)
+    fail("batch co-simulation: the embedding runs ", layers, " of ", nl, " layers");
+  const double e0 = dev_->energy_j();
+  for (int il = 0; il < layers; ++il) dev_->on_layer(LayerEvent{Phase::Prefill, il, nl, 0, tokens});
+  it->second->energy_j += dev_->energy_j() - e0;
+}
+
+void BatchCoSim::begin_pass(std::vector<BatchItem> items) {
+  for (const BatchItem& it : items) {
+    if (!live_.count(it.id)) fail("batch co-simulation: request ", it.id, " was not admitted");
+    if (it.n_tokens < 1) fail("batch co-simulation: request ", it.id, " runs no tokens");
+  }
+  pass_ = std::move(items);
+}
+
+LayerHook BatchCoSim::hook() {
+  return [this](const LayerEvent& ev) { on_event(ev); };
+}
+
+void BatchCoSim::on_event(const LayerEvent& ev) {
+  if (pass_.empty()) fail("batch co-simulation: a pass ran without begin_pass()");
+  // Each request's controller on its own view of this layer; the highest clock wins.
+  int level = 0;
+  for (const BatchItem& it : pass_) {
+    const LayerEvent mine{it.phase, ev.layer, ev.n_layer, it.pos, it.n_tokens};
+    level = std::max(level, live_.at(it.id)->driver->decide(mine));
+  }
+  const double e0 = dev_->energy_j();
+  dev_->set_level(std::clamp(level, 0, model_->max_level()));
+  // The batched layer: every request's rows and attention, the weights read once.
+  const device::Work shared = model_->work(ev.layer, Phase::Decode, 0, 0);
+  device::Work w;
+  int64_t rows = 0;
+  for (const BatchItem& it : pass_) {
+    const device::Work x = model_->work(ev.layer, it.phase, it.pos, it.n_tokens);
+    w.flops += x.flops - shared.flops;
+    w.dram_bytes += x.dram_bytes - shared.dram_bytes;
+    w.stream_bytes += x.stream_bytes - shared.stream_bytes;
+    w.lpu_flops += x.lpu_flops - shared.lpu_flops;
+    rows += it.n_tokens;
+  }
+  w.flops += shared.flops, w.dram_bytes += shared.dram_bytes;
+  w.stream_bytes += shared.stream_bytes, w.lpu_flops += shared.lpu_flops;
+  dev_->on_work(w);
+  const double spent = dev_->energy_j() - e0;
+  const double mhz = model_->levels()[static_cast<size_t>(dev_->level())].mhz;
+  for (const BatchItem& it : pass_) {
+    Live& l = *live_.at(it.id);
+    l.energy_j += spent * static_cast<double>(it.n_tokens) / static_cast<double>(rows);
+    ++l.mhz_layers[mhz];
+  }
+}
+
+BatchRequestResult BatchCoSim::finish(int64_t id) {
+  const auto it = live_.find(id);
+  if (it == live_.end()) fail("batch co-simulation: request ", id, " was not admitted");
+  BatchRequestResult out;
+  out.r = it->second->driver->finish();
+  out.r.energy_j = it->second->energy_j;
+  out.r.feasible = it->second->feasible;
+  out.mhz_layers = std::move(it->second->mhz_layers);
+  live_.erase(it);
+  std::erase_if(pass_, [&](const BatchItem& b) { return b.id == id; });
+  return out;
+}
+
+}  // namespace cln::dvfs
