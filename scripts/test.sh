@@ -13,7 +13,7 @@ scripts/setup.sh
 echo "== Release build and tests"
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release -j"$jobs"
-(cd build/release && ctest -j"$jobs" --output-on-failure --timeout 900)
+(cd build/release && ctest -j"$jobs" --no-tests=error --output-on-failure --timeout 900)
 
 echo "== aarch64 (cross-built, run under qemu-user)"
 # The kernels and their tests (core, gguf, kernels) for the boards' CPUs: every op against its
@@ -21,15 +21,17 @@ echo "== aarch64 (cross-built, run under qemu-user)"
 cmake -S . -B build/aarch64 -G Ninja -DCMAKE_BUILD_TYPE=Release -DCLONE_KERNELS_ONLY=ON \
   -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-linux-gnu.cmake >/dev/null
 cmake --build build/aarch64 -j"$jobs"
-(cd build/aarch64 && ctest -j"$jobs" --output-on-failure --timeout 900)
+(cd build/aarch64 && ctest -j"$jobs" --no-tests=error --output-on-failure --timeout 900)
 
 echo "== ASan + UBSan build and tests"
+# -O1 -g1 (line tables): what ASan's documentation suggests, and half the compile time of
+# -O2 -g on the test files (server_test.cpp: 26 s against 53 s); reports keep file:line.
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLONE_SANITIZE=ON \
-  -DCLONE_BUILD_BENCH=OFF >/dev/null
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCLONE_BUILD_BENCH=OFF >/dev/null
 cmake --build build/asan -j"$jobs"
 (cd build/asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest -j"$jobs" --output-on-failure --timeout 1800 -LE slow)
+  ctest -j"$jobs" --no-tests=error --output-on-failure --timeout 1800 -LE slow)
 
 echo "== Fuzzing the GGUF reader (libFuzzer, seed corpus: the golden GGUF files)"
 CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

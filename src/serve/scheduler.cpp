@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "clone/core/error.h"
+#include "clone/workload/workload.h"
 
 namespace cln::serve {
 
@@ -37,6 +38,7 @@ struct Scheduler::Live {
   GenRequest req;
   Sampler sampler;
   int slot = -1;
+  int64_t id = -1;    // on the simulated board
   size_t fed = 0;     // prompt tokens already run
   int32_t next = -1;  // the token to run in the next pass (decode)
   bool done = false;  // stopped by EOS, its limit or a full context
@@ -58,9 +60,16 @@ Scheduler::Scheduler(
     if (keys.size() != experts_.size()) fail("serve: every expert needs a router key");
     router_ = std::make_unique<Router>(keys, o_.router);
     embedder_ = make_hidden_embedder(router_->embedder(), model_, std::max(1, o_.threads));
+    embedder_layers_ = static_cast<int>(dynamic_cast<const HiddenEmbedder&>(*embedder_).layers());
   }
   batch_ =
       std::make_unique<Batch>(model_, BatchParams{o_.slots, o_.n_ctx, o_.max_rows, o_.threads});
+  if (!o_.board.device.empty()) {
+    o_.board.n_batch = o_.max_rows;
+    (void)workload::slo_class(o_.default_slo);  // an unknown class fails here
+    board_ = std::make_unique<dvfs::BatchCoSim>(model_->config(), o_.board);
+    batch_->set_hook(board_->hook());
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -91,6 +100,9 @@ std::shared_ptr<Ticket> Scheduler::submit(GenRequest r) {
     if (!std::isfinite(w)) fail("the weight of expert '", name, "' is not finite");
   }
   (void)Sampler(r.sampling);  // checks temperature, top-k, top-p
+  if (!r.slo.empty() && r.slo != "custom") (void)workload::slo_class(r.slo);
+  if (r.slo == "custom" && (!(r.ttft_target_s > 0) || !(r.tpot_target_s > 0)))
+    fail("a custom SLO needs both a TTFT and a TPOT target");
   auto t = std::make_shared<Ticket>();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -161,6 +173,25 @@ void Scheduler::admit(std::shared_ptr<Live> l) {
       if (e.first == name) loras.push_back({e.second, static_cast<float>(w)});
   l->slot = batch_->open(loras);
   if (l->slot < 0) fail("serve: no free slot (internal)");
+  if (board_) {
+    GenRequest& q = l->req;
+    workload::Request w;
+    if (q.slo.empty()) q.slo = o_.default_slo;
+    if (q.slo == "custom")
+      w.ttft_target_s = q.ttft_target_s, w.tpot_target_s = q.tpot_target_s;
+    else
+      workload::apply_slo(w, workload::slo_class(q.slo));
+    w.prompt = static_cast<int64_t>(q.prompt.size());
+    // Until the output-length predictor exists the controllers plan for the output budget.
+    const int64_t budget = std::min(q.max_tokens, o_.n_ctx - w.prompt);
+    l->id = next_id_++;
+    board_->admit(l->id, q.slo, w.prompt, std::max<int64_t>(1, budget), w.ttft_target_s,
+                  w.tpot_target_s);
+    // The router's embedding ran before the request's passes: on the board too.
+    if (q.experts.mode == ExpertChoice::Mode::Router)
+      board_->charge_embedding(l->id, embedder_layers_,
+                               std::min(w.prompt, embedder_->max_tokens()));
+  }
   ++active_;
   live_.push_back(std::move(l));
 }
@@ -203,6 +234,7 @@ void Scheduler::loop() {
     // One pass: each request's next prompt chunk or its last token, within the row budget.
     std::vector<Batch::Work> work;
     std::vector<Live*> who;
+    std::vector<dvfs::BatchItem> items;  // the same work, as the simulated board sees it
     int64_t budget = o_.max_rows;
     for (const auto& l : live_) {
       if (budget == 0) break;
@@ -212,15 +244,18 @@ void Scheduler::loop() {
         work.push_back(
             {l->slot,
              std::span<const int32_t>(l->req.prompt).subspan(l->fed, static_cast<size_t>(n))});
+        items.push_back({l->id, Phase::Prefill, batch_->n_past(l->slot), n});
         l->fed += static_cast<size_t>(n);
         budget -= n;
       } else {
         work.push_back({l->slot, std::span<const int32_t>(&l->next, 1)});
+        items.push_back({l->id, Phase::Decode, batch_->n_past(l->slot), 1});
         budget -= 1;
       }
       who.push_back(l.get());
     }
     if (!work.empty()) {
+      if (board_) board_->begin_pass(std::move(items));
       const auto t0 = Clock::now();
       const auto logits = batch_->step(work);
       if (on_pass) {
@@ -272,6 +307,19 @@ void Scheduler::loop() {
         res.tpot_s = res.tokens.size() > 1
                          ? seconds(l->first, l->last) / static_cast<double>(res.tokens.size() - 1)
                          : 0.0;
+      }
+      if (board_ && l->id >= 0) {
+        const dvfs::BatchRequestResult b = board_->finish(l->id);
+        DeviceOutcome d;
+        d.slo = l->req.slo;
+        d.ttft_s = b.r.ttft_s, d.tpot_s = b.r.tpot_s, d.e2e_s = b.r.e2e_s;
+        d.energy_j = b.r.energy_j;
+        d.ttft_target_s = b.r.ttft_target_s, d.tpot_target_s = b.r.tpot_target_s;
+        d.predicted_output = b.r.predicted;
+        d.switches = b.r.switches;
+        d.met = b.r.met, d.feasible = b.r.feasible;
+        d.mhz_layers = b.mhz_layers;
+        res.device = std::move(d);
       }
       l->ticket->push({GenEvent::Kind::Done, -1, ""});
     }

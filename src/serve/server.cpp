@@ -174,9 +174,11 @@ Call parse(const std::string& body, bool chat, const ServerOptions& o, const Sch
       c.ttft_ms = num_field(slo, "ttft_ms", 0, 1e-3, 1e9);
       c.tpot_ms = num_field(slo, "tpot_ms", 0, 1e-3, 1e9);
       if (c.ttft_ms <= 0 || c.tpot_ms <= 0) bad("'clone.slo' needs both ttft_ms and tpot_ms");
+      c.gen.ttft_target_s = c.ttft_ms * 1e-3, c.gen.tpot_target_s = c.tpot_ms * 1e-3;
     } else if (!slo.is_null()) {
       bad("'clone.slo' must be a class name or {\"ttft_ms\", \"tpot_ms\"}");
     }
+    c.gen.slo = c.slo;
     const json& ie = field(ext, "ignore_eos");
     if (!ie.is_null() && !ie.is_boolean()) bad("'clone.ignore_eos' must be true or false");
     c.gen.ignore_eos = ie.is_boolean() && ie.get<bool>();
@@ -219,6 +221,24 @@ size_t utf8_boundary(const std::string& text, size_t end) {
 // JSON text; invalid UTF-8 (a model can emit any bytes) becomes U+FFFD instead of throwing.
 constexpr auto kReplace = json::error_handler_t::replace;
 
+// What the simulated board did for a request, for the response's extension object.
+json device_json(const DeviceOutcome& d) {
+  json clocks = json::object();
+  for (const auto& [mhz, n] : d.mhz_layers)
+    clocks[std::to_string(static_cast<int64_t>(std::lround(mhz)))] = n;
+  return {{"ttft_ms", 1e3 * d.ttft_s},
+          {"tpot_ms", 1e3 * d.tpot_s},
+          {"e2e_ms", 1e3 * d.e2e_s},
+          {"energy_j", d.energy_j},
+          {"ttft_target_ms", 1e3 * d.ttft_target_s},
+          {"tpot_target_ms", 1e3 * d.tpot_target_s},
+          {"slo_met", d.met},
+          {"feasible", d.feasible},
+          {"predicted_tokens", d.predicted_output},
+          {"frequency_switches", d.switches},
+          {"layers_at_mhz", clocks}};
+}
+
 }  // namespace
 
 std::string render_chat(const json& messages, const std::string& tmpl) {
@@ -254,6 +274,21 @@ Server::Server(Scheduler& s, ServerOptions o)
                     "Sum over requests of the magnitude of each expert's mixing weight.");
   metrics_.describe("clone_expert_requests_total", "counter", "Requests that used each expert.");
   metrics_.describe("clone_slots_active", "gauge", "Requests in the batch.");
+  metrics_.describe("clone_device_energy_joules_total", "counter",
+                    "Energy of the simulated board charged to finished requests.");
+  metrics_.describe("clone_slo_total", "counter",
+                    "Finished requests by SLO class and whether the simulated board met it.");
+  metrics_.describe("clone_frequency_switches_total", "counter",
+                    "Clock changes of the simulated board while each request ran (a change "
+                    "during a pass of k requests counts k times).");
+  metrics_.describe("clone_layers_at_clock_total", "counter",
+                    "Request-layers the simulated board ran at each clock.");
+  metrics_.describe_histogram("clone_device_ttft_seconds",
+                              "Time to first token on the simulated board.",
+                              {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
+  metrics_.describe_histogram("clone_device_tpot_seconds",
+                              "Time per output token on the simulated board.",
+                              {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5});
   metrics_.describe("clone_queue_length", "gauge", "Requests waiting for a slot.");
   metrics_.describe_histogram("clone_ttft_seconds", "Time to first token (wall clock).",
                               {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10});
@@ -411,7 +446,10 @@ void Server::routes() {
         json w = json::object();
         for (const auto& [n, v] : r.weights) w[n] = v;
         return json{{"experts", w},
-                    {"slo", c.slo.empty() ? json(nullptr) : json(c.slo)},
+                    {"slo", r.device        ? json(r.device->slo)
+                            : c.slo.empty() ? json(nullptr)
+                                            : json(c.slo)},
+                    {"device", r.device ? device_json(*r.device) : json(nullptr)},
                     {"timings_ms",
                      {{"queue", 1e3 * r.queue_s},
                       {"route", 1e3 * r.route_s},
@@ -428,6 +466,18 @@ void Server::routes() {
         for (const auto& [n, w] : r.weights) {
           metrics_.add("clone_expert_weight_total", std::fabs(w), {{"expert", n}});
           metrics_.add("clone_expert_requests_total", 1, {{"expert", n}});
+        }
+        if (r.device) {
+          const DeviceOutcome& d = *r.device;
+          metrics_.add("clone_device_energy_joules_total", d.energy_j);
+          metrics_.add("clone_slo_total", 1,
+                       {{"class", d.slo}, {"outcome", d.met ? "met" : "missed"}});
+          metrics_.add("clone_frequency_switches_total", static_cast<double>(d.switches));
+          metrics_.observe("clone_device_ttft_seconds", d.ttft_s);
+          if (r.tokens.size() > 1) metrics_.observe("clone_device_tpot_seconds", d.tpot_s);
+          for (const auto& [mhz, n] : d.mhz_layers)
+            metrics_.add("clone_layers_at_clock_total", static_cast<double>(n),
+                         {{"mhz", std::to_string(static_cast<int64_t>(std::lround(mhz)))}});
         }
       };
       if (!c.stream) {

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "clone/core/error.h"
+#include "clone/dvfs/cosim.h"
 #include "clone/engine/generate.h"
 #include "clone/gguf/gguf.h"
 #include "clone/serve/embed.h"
@@ -498,4 +499,63 @@ TEST(Server, TheLoadGeneratorCountsWhatTheServerServed) {
   EXPECT_EQ(static_cast<double>(got.tokens), metric(m, "clone_generated_tokens_total"));
   EXPECT_GT(got.ttft_p99_s, 0);
   EXPECT_GT(got.rss_end_mib, 10);  // this process holds the model
+}
+
+TEST(Server, ASimulatedBoardServesEachRequestAsCloneRunDeviceWould) {
+  serve::SchedulerOptions o = opts(2);
+  o.board.device = std::string(CLONE_SOURCE_DIR) + "/profiles/orin-nx-16gb.json";
+  o.board.controller = "learned";
+  o.board.policy_path = std::string(CLONE_SOURCE_DIR) + "/models/dvfs/orin-nx-16gb.json";
+  Running r(o);
+  const std::string prompt = "The computer";
+  json body = completion(prompt, 20, "none");
+  body["clone"]["ignore_eos"] = true;
+  body["clone"]["slo"] = "smart-reply";
+  auto res = r.post("/v1/completions", body);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json j = json::parse(res->body);
+  const json& d = j["clone"]["device"];
+  ASSERT_TRUE(d.is_object()) << res->body;
+  EXPECT_EQ(j["clone"]["slo"], "smart-reply");
+
+  // The same request through the engine's Context with dvfs::CoSim on its hook.
+  const Tokenizer tok = Tokenizer::from_gguf(base()->gguf());
+  const auto ids = tok.encode(prompt, true);
+  dvfs::CoSimOptions co = o.board;
+  co.slo = "smart-reply";
+  co.n_batch = o.max_rows;
+  dvfs::CoSim sim(base()->config(), co, static_cast<int64_t>(ids.size()), 20);
+  Context ctx(base(), {256, 1, o.max_rows});
+  ctx.set_hook(sim.hook());
+  GenerateParams p;
+  p.max_new = 20;
+  p.sampling.temperature = 0;
+  (void)generate(ctx, ids, p);
+  const dvfs::RequestResult want = sim.finish();
+  EXPECT_NEAR(d["ttft_ms"].get<double>(), 1e3 * want.ttft_s, 1e-6 * want.ttft_s * 1e3);
+  EXPECT_NEAR(d["tpot_ms"].get<double>(), 1e3 * want.tpot_s, 1e-6 * want.tpot_s * 1e3);
+  EXPECT_NEAR(d["energy_j"].get<double>(), want.energy_j, 1e-6 * want.energy_j);
+  EXPECT_EQ(d["slo_met"], want.met);
+  EXPECT_EQ(d["frequency_switches"], want.switches);
+  EXPECT_NEAR(d["ttft_target_ms"].get<double>(), 1e3 * want.ttft_target_s, 1e-9);
+  // Every layer of every pass it took part in, at some clock: the prompt pass and one
+  // pass per token but the last, each n_layer + 1 layers (the head).
+  int64_t layers = 0;
+  for (const auto& [mhz, n] : d["layers_at_mhz"].items()) layers += n.get<int64_t>();
+  EXPECT_EQ(layers, 20 * (base()->config().n_layer() + 1));
+
+  // /metrics sums the board's numbers over requests.
+  res = r.post("/v1/completions", body);
+  ASSERT_EQ(res->status, 200);
+  const double e2 = json::parse(res->body)["clone"]["device"]["energy_j"].get<double>();
+  const std::string m = r.client().Get("/metrics")->body;
+  EXPECT_NEAR(metric(m, "clone_device_energy_joules_total"), d["energy_j"].get<double>() + e2,
+              1e-6);
+  EXPECT_EQ(metric(m, "clone_slo_total{class=\"smart-reply\",outcome=\"met\"}") +
+                metric(m, "clone_slo_total{class=\"smart-reply\",outcome=\"missed\"}"),
+            2);
+  // Requests without an SLO get the scheduler's default class; unknown ones are refused.
+  body["clone"].erase("slo");
+  res = r.post("/v1/completions", body);
+  EXPECT_EQ(json::parse(res->body)["clone"]["slo"], "chatbot");
 }

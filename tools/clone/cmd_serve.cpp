@@ -51,11 +51,14 @@ int serve(Opts& o) {
   serve::Scheduler sched(model, std::move(experts), std::move(keys), o.s);
   serve::Server server(sched, o.h);
   const int port = server.bind();
-  std::fprintf(
-      stderr,
-      "clone serve: %s with %zu experts%s, %d slots of %lld tokens; listening on http://%s:%d/\n",
-      o.model.c_str(), o.experts.size(), with_key ? " (router keys)" : "", o.s.slots,
-      static_cast<long long>(o.s.n_ctx), o.h.host.c_str(), port);
+  const std::string board = o.s.board.device.empty() ? std::string()
+                                                     : "; board " + o.s.board.device + " under " +
+                                                           o.s.board.controller + " DVFS";
+  std::fprintf(stderr,
+               "clone serve: %s with %zu experts%s, %d slots of %lld tokens%s; listening on "
+               "http://%s:%d/\n",
+               o.model.c_str(), o.experts.size(), with_key ? " (router keys)" : "", o.s.slots,
+               static_cast<long long>(o.s.n_ctx), board.c_str(), o.h.host.c_str(), port);
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&sigs, &sig);
@@ -106,11 +109,29 @@ const cln::cli::Register reg{
       app.add_option("--threshold", o->s.router.threshold, "drop experts under this weight")
           ->capture_default_str()
           ->check(CLI::Range(0.0, 0.99));
+      app.add_option("--device", o->s.board.device,
+                     "simulate this board (profile name or JSON) under a DVFS controller acting "
+                     "at every layer boundary; responses and /metrics carry its time and energy");
+      app.add_option("--dvfs", o->s.board.controller,
+                     "the board's controller: learned, mpc, static, schedutil, performance, "
+                     "powersave")
+          ->capture_default_str();
+      app.add_option("--policy", o->s.board.policy_path,
+                     "learned policy weights (default: the profile's shipped ones)");
+      app.add_option("--corunner", o->s.board.corunner,
+                     "co-runner on the board: idle, web-search, video, bursty, or a CSV")
+          ->capture_default_str();
+      app.add_option("--corunner-seed", o->s.board.corunner_seed, "co-runner seed")
+          ->capture_default_str();
+      app.add_option("--slo", o->s.default_slo, "SLO class of requests that name none")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"chatbot", "smart-reply", "code-completion"}));
       app.add_option("--chat-template", o->h.chat_template, "raw or chatml")
           ->capture_default_str()
           ->check(CLI::IsMember({"raw", "chatml"}));
       app.add_option("--model-name", o->h.model_name, "the model id clients see")
           ->capture_default_str();
+      cln::cli::add_resource_flags(app, {cln::Resource::Profiles, cln::Resource::Models});
       return [o] { return serve(*o); };
     }};
 

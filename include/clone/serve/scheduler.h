@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "clone/dvfs/batch_cosim.h"
 #include "clone/engine/batch.h"
 #include "clone/engine/generate.h"
 #include "clone/engine/sampler.h"
@@ -40,6 +41,21 @@ struct GenRequest {
   SamplerParams sampling;
   ExpertChoice experts;
   bool ignore_eos = false;
+  // The SLO the simulated board's controllers serve it under (with a device only): a class
+  // name, or "custom" with both targets; empty: the scheduler's default class.
+  std::string slo;
+  double ttft_target_s = 0, tpot_target_s = 0;
+};
+
+// What the simulated board did for a request (device time, not this host's).
+struct DeviceOutcome {
+  std::string slo;
+  double ttft_s = 0, tpot_s = 0, e2e_s = 0, energy_j = 0;
+  double ttft_target_s = 0, tpot_target_s = 0;
+  int64_t predicted_output = 0;  // the output length its controller planned for
+  int64_t switches = 0;          // clock changes while it was in the batch
+  bool met = false, feasible = true;
+  std::map<double, int64_t> mhz_layers;  // layers run at each clock (MHz)
 };
 
 // What happens to a request, in order: tokens, then exactly one Done.
@@ -55,6 +71,7 @@ struct GenResult {
   std::vector<std::pair<std::string, double>> weights;                 // the mixture used
   double queue_s = 0, route_s = 0, ttft_s = 0, tpot_s = 0, e2e_s = 0;  // wall clock
   int64_t prompt_tokens = 0;
+  std::optional<DeviceOutcome> device;  // with a simulated board
 };
 
 // A request in flight: the scheduler pushes events, the HTTP side pops them.
@@ -83,6 +100,11 @@ struct SchedulerOptions {
   size_t max_queue = 64;   // waiting requests beyond the slots
   int threads = 0;
   RouterOptions router;
+  // A simulated board under a DVFS controller acting at every layer boundary of every pass
+  // (dvfs/batch_cosim.h): device, controller, policy_path, corunner, corunner_seed are
+  // used; empty device: none.
+  dvfs::CoSimOptions board;
+  std::string default_slo = "chatbot";  // for requests that name none (with a board)
 };
 
 class Scheduler {
@@ -95,6 +117,8 @@ class Scheduler {
 
   const Tokenizer& tokenizer() const { return tok_; }
   const SchedulerOptions& options() const { return o_; }
+  // The simulated board (nullptr without one); read it only from on_pass.
+  const dvfs::BatchCoSim* board() const { return board_.get(); }
   std::vector<std::string> expert_names() const;
   // Queues a request; throws cln::Error naming what is wrong (prompt too long, unknown
   // expert) and returns nullptr when the queue is full or the scheduler is draining.
@@ -121,6 +145,9 @@ class Scheduler {
   std::unique_ptr<Embedder> embedder_;
   SchedulerOptions o_;
   std::unique_ptr<Batch> batch_;
+  std::unique_ptr<dvfs::BatchCoSim> board_;
+  int64_t next_id_ = 0;
+  int embedder_layers_ = 0;  // layers the router's embedding runs (hidden:k)
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Live>> queue_;
