@@ -87,7 +87,8 @@ Mlp Mlp::load(const std::string& path) {
   auto size = [&](const std::vector<float>& v, size_t n, const char* k) {
     if (v.size() != n) fail(path, ": ", k, ": expected ", n, " values, got ", v.size());
   };
-  if (m.n_in <= 0 || m.n_in > 64 || m.n_hidden <= 0) fail(path, ": n_in/n_hidden out of range");
+  if (m.n_in <= 0 || m.n_in > 65536 || m.n_hidden <= 0 || m.n_hidden > 65536)
+    fail(path, ": n_in/n_hidden out of range");
   size(m.w1, static_cast<size_t>(m.n_in * m.n_hidden), "w1");
   size(m.b1, static_cast<size_t>(m.n_hidden), "b1");
   size(m.w2, static_cast<size_t>(m.n_hidden), "w2");

@@ -71,7 +71,7 @@ double fit(Mlp& net, const std::vector<float>& x, const std::vector<float>& y,
 
   MlpTensors p(net);
   train::AdamWConfig ac;
-  ac.beta1 = 0.9, ac.beta2 = 0.999, ac.eps = 1e-8, ac.weight_decay = 0, ac.clip = 0;
+  ac.beta1 = 0.9, ac.beta2 = 0.999, ac.eps = 1e-8, ac.weight_decay = opt.weight_decay, ac.clip = 0;
   train::AdamW adam(p.params(), ac);
   train::Graph g(nullptr);  // single-threaded: the same sums in the same order every run
 

@@ -64,6 +64,9 @@ Scheduler::Scheduler(
   }
   batch_ =
       std::make_unique<Batch>(model_, BatchParams{o_.slots, o_.n_ctx, o_.max_rows, o_.threads});
+  if (!o_.length_model.empty())
+    length_ = std::make_unique<OutputLengthModel>(
+        OutputLengthModel::load(o_.length_model, model_, std::max(1, o_.threads)));
   if (!o_.board.device.empty()) {
     o_.board.n_batch = o_.max_rows;
     (void)workload::slo_class(o_.default_slo);  // an unknown class fails here
@@ -167,6 +170,11 @@ void Scheduler::admit(std::shared_ptr<Live> l) {
   res.prompt_tokens = static_cast<int64_t>(l->req.prompt.size());
   res.queue_s = seconds(l->submitted, l->admitted);
   res.weights = route(l->req, &res.route_s);
+  const int64_t budget =
+      std::min(l->req.max_tokens, o_.n_ctx - static_cast<int64_t>(l->req.prompt.size()));
+  if (length_)
+    res.predicted_tokens =
+        std::clamp<int64_t>(length_->predict(l->req.prompt), 1, std::max<int64_t>(1, budget));
   std::vector<ActiveLora> loras;
   for (const auto& [name, w] : res.weights)
     for (const auto& e : experts_)
@@ -182,11 +190,11 @@ void Scheduler::admit(std::shared_ptr<Live> l) {
     else
       workload::apply_slo(w, workload::slo_class(q.slo));
     w.prompt = static_cast<int64_t>(q.prompt.size());
-    // Until the output-length predictor exists the controllers plan for the output budget.
-    const int64_t budget = std::min(q.max_tokens, o_.n_ctx - w.prompt);
+    // The controllers plan for the predicted length, or without a predictor the budget.
+    const int64_t planned =
+        res.predicted_tokens > 0 ? res.predicted_tokens : std::max<int64_t>(1, budget);
     l->id = next_id_++;
-    board_->admit(l->id, q.slo, w.prompt, std::max<int64_t>(1, budget), w.ttft_target_s,
-                  w.tpot_target_s);
+    board_->admit(l->id, q.slo, w.prompt, planned, w.ttft_target_s, w.tpot_target_s);
     // The router's embedding ran before the request's passes: on the board too.
     if (q.experts.mode == ExpertChoice::Mode::Router)
       board_->charge_embedding(l->id, embedder_layers_,

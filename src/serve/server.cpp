@@ -445,17 +445,19 @@ void Server::routes() {
       auto extension = [this, c](const GenResult& r) {
         json w = json::object();
         for (const auto& [n, v] : r.weights) w[n] = v;
-        return json{{"experts", w},
-                    {"slo", r.device        ? json(r.device->slo)
-                            : c.slo.empty() ? json(nullptr)
-                                            : json(c.slo)},
-                    {"device", r.device ? device_json(*r.device) : json(nullptr)},
-                    {"timings_ms",
-                     {{"queue", 1e3 * r.queue_s},
-                      {"route", 1e3 * r.route_s},
-                      {"ttft", 1e3 * r.ttft_s},
-                      {"tpot", 1e3 * r.tpot_s},
-                      {"e2e", 1e3 * r.e2e_s}}}};
+        return json{
+            {"experts", w},
+            {"slo", r.device        ? json(r.device->slo)
+                    : c.slo.empty() ? json(nullptr)
+                                    : json(c.slo)},
+            {"predicted_tokens", r.predicted_tokens > 0 ? json(r.predicted_tokens) : json(nullptr)},
+            {"device", r.device ? device_json(*r.device) : json(nullptr)},
+            {"timings_ms",
+             {{"queue", 1e3 * r.queue_s},
+              {"route", 1e3 * r.route_s},
+              {"ttft", 1e3 * r.ttft_s},
+              {"tpot", 1e3 * r.tpot_s},
+              {"e2e", 1e3 * r.e2e_s}}}};
       };
       auto finished = [this](const GenResult& r) {
         metrics_.add("clone_requests_total", 1, {{"outcome", "ok"}});

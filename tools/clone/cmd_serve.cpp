@@ -123,6 +123,9 @@ const cln::cli::Register reg{
           ->capture_default_str();
       app.add_option("--corunner-seed", o->s.board.corunner_seed, "co-runner seed")
           ->capture_default_str();
+      app.add_option("--length-model", o->s.length_model,
+                     "output-length predictor (clone length train) the controllers plan with")
+          ->check(CLI::ExistingFile);
       app.add_option("--slo", o->s.default_slo, "SLO class of requests that name none")
           ->capture_default_str()
           ->check(CLI::IsMember({"chatbot", "smart-reply", "code-completion"}));

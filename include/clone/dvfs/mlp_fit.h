@@ -29,6 +29,7 @@ struct FitOptions {
   int epochs = 60;
   int batch = 128;
   double lr = 3e-3;  // for the first two thirds of the epochs, then a fifth of it
+  double weight_decay = 0;  // AdamW's decoupled decay of the weight matrices (not biases)
 };
 
 // Sets net.mean/scale from x [n, net.n_in], then fits the net (starting from its current

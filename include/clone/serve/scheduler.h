@@ -23,6 +23,7 @@
 #include "clone/engine/generate.h"
 #include "clone/engine/sampler.h"
 #include "clone/serve/embed.h"
+#include "clone/serve/length.h"
 #include "clone/serve/router.h"
 #include "clone/tokenizer/tokenizer.h"
 
@@ -72,6 +73,7 @@ struct GenResult {
   double queue_s = 0, route_s = 0, ttft_s = 0, tpot_s = 0, e2e_s = 0;  // wall clock
   int64_t prompt_tokens = 0;
   std::optional<DeviceOutcome> device;  // with a simulated board
+  int64_t predicted_tokens = 0;         // by the length predictor (0: none loaded)
 };
 
 // A request in flight: the scheduler pushes events, the HTTP side pops them.
@@ -105,6 +107,9 @@ struct SchedulerOptions {
   // used; empty device: none.
   dvfs::CoSimOptions board;
   std::string default_slo = "chatbot";  // for requests that name none (with a board)
+  // The output-length predictor (serve/length.h) the board's controllers plan with; empty:
+  // they plan for the output budget.
+  std::string length_model;
 };
 
 class Scheduler {
@@ -148,6 +153,7 @@ class Scheduler {
   std::unique_ptr<dvfs::BatchCoSim> board_;
   int64_t next_id_ = 0;
   int embedder_layers_ = 0;  // layers the router's embedding runs (hidden:k)
+  std::unique_ptr<OutputLengthModel> length_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Live>> queue_;
