@@ -1,6 +1,8 @@
 // The chat page `clone serve` returns for GET /: one self-contained HTML file (no
 // external scripts or styles) that talks to /v1/chat/completions with streaming and
-// shows the experts' weights and timings from the "clone" extension of the last chunk.
+// shows the experts' weights, timings, the predicted length and, with a simulated board,
+// its TTFT/TPOT against the SLO, energy and the clocks its layers ran at, from the "clone"
+// extension of the last chunk.
 #pragma once
 
 namespace cln::serve {
@@ -16,7 +18,7 @@ body { font-family: sans-serif; max-width: 48rem; margin: 1rem auto; padding: 0 
 #log { border: 1px solid #ccc; min-height: 12rem; padding: .5rem; white-space: pre-wrap; }
 .user { color: #333; font-weight: bold; margin-top: .5rem; }
 .assistant { color: #05a; }
-.info { color: #777; font-size: .85em; }
+.info { color: #777; font-size: .85em; white-space: pre-wrap; }
 .error { color: #b00; }
 form { display: flex; gap: .5rem; margin-top: .5rem; }
 #prompt { flex: 1; }
@@ -96,9 +98,20 @@ document.getElementById("form").addEventListener("submit", async ev => {
         if (j.clone) {
           const w = Object.entries(j.clone.experts).map(([n, v]) => n + " " + v.toFixed(2));
           const t = j.clone.timings_ms;
-          info.textContent = "experts: " + (w.length ? w.join(", ") : "none") +
+          let text = "experts: " + (w.length ? w.join(", ") : "none") +
             " | TTFT " + t.ttft.toFixed(0) + " ms, TPOT " + t.tpot.toFixed(1) + " ms" +
             " | finish: " + c.finish_reason;
+          if (j.clone.predicted_tokens) text += " | predicted " + j.clone.predicted_tokens + " tokens";
+          const d = j.clone.device;
+          if (d) {
+            const clocks = Object.entries(d.layers_at_mhz).map(([mhz, n]) => mhz + " MHz x" + n);
+            text += "\nboard (" + j.clone.slo + "): TTFT " + d.ttft_ms.toFixed(0) + " / " +
+              d.ttft_target_ms.toFixed(0) + " ms, TPOT " + d.tpot_ms.toFixed(1) + " / " +
+              d.tpot_target_ms.toFixed(1) + " ms, SLO " + (d.slo_met ? "met" : "missed") +
+              ", energy " + d.energy_j.toFixed(2) + " J, " + d.frequency_switches +
+              " clock switches; layers per clock: " + clocks.join(", ");
+          }
+          info.textContent = text;
         }
       }
     }
