@@ -1,4 +1,3 @@
-#include "clone/core/rng.h"
 #include "clone/device/corunner.h"
 
 #include <algorithm>
@@ -7,6 +6,7 @@
 #include <sstream>
 
 #include "clone/core/error.h"
+#include "clone/core/rng.h"
 
 namespace cln::device {
 

@@ -1,12 +1,13 @@
-#include "clone/core/rng.h"
 #include "clone/dvfs/mlp.h"
 
 #include <cmath>
 #include <fstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "clone/core/error.h"
+#include "clone/core/rng.h"
 
 namespace cln::dvfs {
 
@@ -27,7 +28,15 @@ void Mlp::init(int inputs, int hidden, uint64_t seed) {
 }
 
 float Mlp::forward(const float* x) const {
-  float xn[64];
+  // The DVFS policy's few inputs stay on the stack (it decides at every layer boundary);
+  // wider nets (the length predictor's embedding) use the heap.
+  float small[64];
+  std::vector<float> wide;
+  float* xn = small;
+  if (n_in > 64) {
+    wide.resize(static_cast<size_t>(n_in));
+    xn = wide.data();
+  }
   for (int i = 0; i < n_in; ++i)
     xn[i] = (x[i] - mean[static_cast<size_t>(i)]) * scale[static_cast<size_t>(i)];
   float o = b2;

@@ -1,4 +1,3 @@
-#include "clone/core/rng.h"
 #include "clone/dvfs/mlp_fit.h"
 
 #include <algorithm>
@@ -7,6 +6,7 @@
 #include <numeric>
 
 #include "clone/core/error.h"
+#include "clone/core/rng.h"
 #include "clone/train/optim.h"
 
 namespace cln::dvfs {

@@ -1,10 +1,10 @@
-#include "clone/core/rng.h"
 #include "clone/dvfs/train.h"
 
 #include <algorithm>
 #include <sstream>
 
 #include "clone/core/error.h"
+#include "clone/core/rng.h"
 #include "clone/device/calibrate.h"
 #include "clone/dvfs/mlp_fit.h"
 #include "clone/dvfs/policy.h"
@@ -91,7 +91,8 @@ TrainResult train_policy(const device::DeviceProfile& profile, const ModelConfig
       // Vary how tight the SLOs are so the policy sees slack of every size.
       auto reqs = workload::generate(gs);
       Rng rng(s);
-      for (auto& r : reqs) workload::apply_slo(r, workload::slo_class(r.slo), rng.uniform(0.85, 1.6));
+      for (auto& r : reqs)
+        workload::apply_slo(r, workload::slo_class(r.slo), rng.uniform(0.85, 1.6));
       device::SimDevice dev(m, device::CorunnerTrace::make(patterns[pi], s));
       Collector col(m, round == 0 ? nullptr : &tr.net, s, opt.label_every, x, y);
       RunOptions ro;

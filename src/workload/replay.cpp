@@ -1,7 +1,8 @@
-#include "clone/core/rng.h"
 #include "clone/workload/replay.h"
 
 #include <algorithm>
+
+#include "clone/core/rng.h"
 
 namespace cln::workload {
 
@@ -12,7 +13,8 @@ void apply_replay_rules(std::vector<Request>& reqs, const ReplayRules& rules) {
     r.output = std::min<int64_t>(r.output, rules.max_output);
     r.prompt = std::min<int64_t>(r.prompt, rules.max_context - r.output);
     if (r.slo.empty()) {
-      const char* cls = rules.code ? "code-completion" : (rng.uniform() < 0.7 ? "chatbot" : "smart-reply");
+      const char* cls =
+          rules.code ? "code-completion" : (rng.uniform() < 0.7 ? "chatbot" : "smart-reply");
       apply_slo(r, slo_class(cls), rules.slo_scale);
     }
   }

@@ -1,4 +1,3 @@
-#include "clone/core/rng.h"
 #include "clone/workload/workload.h"
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 
 #include "clone/core/error.h"
 #include "clone/core/resources.h"
+#include "clone/core/rng.h"
 
 namespace cln::workload {
 

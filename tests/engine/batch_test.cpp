@@ -16,12 +16,7 @@ using namespace cln;
 namespace {
 
 std::shared_ptr<const Model> batch_model() {
-  static const std::string path = [] {
-    const std::string p = test::tmp_path("batch.gguf");
-    init_model(test::per_layer_config(), {21, DType::F32, 0.25f}, nullptr, p);
-    return p;
-  }();
-  return Model::load(path);
+  return test::random_model("batch.gguf", 21, 0.25f);
 }
 
 int32_t argmax(std::span<const float> l) {

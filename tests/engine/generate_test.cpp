@@ -16,12 +16,7 @@ using namespace cln;
 namespace {
 
 std::shared_ptr<const Model> model() {
-  static const std::string path = [] {
-    const std::string p = test::tmp_path("generate.gguf");
-    init_model(test::per_layer_config(), {7, DType::F32, 0.3f}, nullptr, p);
-    return p;
-  }();
-  return Model::load(path);
+  return test::random_model("generate.gguf", 7, 0.3f);
 }
 
 // Every token after the prompt, sampled, then fed back: no stop but the count.

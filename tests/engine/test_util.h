@@ -9,6 +9,7 @@
 
 #include "clone/core/rng.h"
 #include "clone/engine/lora.h"
+#include "clone/engine/model.h"
 #include "clone/engine/model_writer.h"
 #include "clone/engine/schema.h"
 
@@ -31,6 +32,16 @@ inline ModelConfig per_layer_config() {
   c.rms_eps = 1e-5f;
   c.layers = {{4, 2, 96}, {2, 1, 64}, {0, 0, 32}, {3, 1, 0}, {4, 4, 64}};
   return c;
+}
+
+// The per-layer model above with seeded random weights, written once per test binary under
+// `name` and loaded.
+inline std::shared_ptr<const Model> random_model(const std::string& name, uint64_t seed,
+                                                 float spread) {
+  const std::string p = tmp_path(name);
+  if (!std::filesystem::exists(p))
+    init_model(per_layer_config(), {seed, DType::F32, spread}, nullptr, p);
+  return Model::load(p);
 }
 
 // A random LoRA adapter of rank r on the given targets of every layer that has them.

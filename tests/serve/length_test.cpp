@@ -17,12 +17,7 @@ using namespace cln;
 namespace {
 
 std::shared_ptr<const Model> tiny() {
-  static const std::string path = [] {
-    const std::string p = test::tmp_path("length.gguf");
-    init_model(test::per_layer_config(), {5, DType::F32, 0.5f}, nullptr, p);
-    return p;
-  }();
-  return Model::load(path);
+  return test::random_model("length.gguf", 5, 0.5f);
 }
 
 // Two kinds of prompt: low token ids and short (answer: 3-5 tokens), high ids and longer
@@ -62,7 +57,7 @@ TEST(LengthPredictor, LearnsLengthsThatDependOnThePrompt) {
   EXPECT_LT(all.mae_model, 0.3 * all.mae_global_mean) << serve::length_table(r).markdown();
   // The global mean's bucket is right for the stories only (50%), its log error ~1.6.
   EXPECT_GT(all.bucket_model, 85) << serve::length_table(r).markdown();  // measured 93
-  EXPECT_LT(r.log_sigma_model, 0.6);                                      // measured 0.42
+  EXPECT_LT(r.log_sigma_model, 0.6);                                     // measured 0.42
 }
 
 TEST(LengthPredictor, SaveAndLoadPredictTheSame) {

@@ -53,11 +53,7 @@ int train(Opts& o) {
                 r.log_sigma_model, r.log_sigma_source_mean);
   const std::string md = std::string(head) + serve::length_table(r).markdown();
   std::fputs(md.c_str(), stdout);
-  if (!o.report.empty()) {
-    std::ofstream f(o.report);
-    f << md;
-    if (!f) fail("cannot write ", o.report);
-  }
+  if (!o.report.empty()) cli::write_text_file(o.report, md);
   return 0;
 }
 

@@ -44,11 +44,7 @@ int eval(Opts& o) {
       std::string(head) + "\n## Routing\n\n" + serve::routing_table(r).markdown() +
       "\n## Quality of each way of mixing\n\n" + serve::quality_table(r).markdown() + "\n" + cost;
   std::fputs(md.c_str(), stdout);
-  if (!o.out.empty()) {
-    std::ofstream f(o.out);
-    f << md;
-    if (!f) fail("cannot write ", o.out);
-  }
+  if (!o.out.empty()) cli::write_text_file(o.out, md);
   return 0;
 }
 

@@ -45,6 +45,12 @@ std::vector<std::pair<std::string, std::string>> expert_specs(
   return out;
 }
 
+void write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  if (!f) fail("cannot write ", path);
+}
+
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, ": cannot open");

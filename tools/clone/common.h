@@ -27,6 +27,8 @@ std::vector<std::pair<std::string, std::string>> expert_specs(
 std::vector<int32_t> read_ids_file(const std::string& path);
 
 std::string read_text_file(const std::string& path);
+// Writes text to path (a report); throws cln::Error naming the path if it cannot.
+void write_text_file(const std::string& path, const std::string& text);
 
 // --profiles-dir / --models-dir / --shared-dir on `app` for the kinds of data it reads
 // (core/resources.h: a flag wins over $CLONE_PROFILES etc. and over share/clone/).
