@@ -33,6 +33,7 @@ form { display: flex; gap: .5rem; margin-top: .5rem; }
   <label>experts <input id="experts" value="auto" size="10"
     title="auto, none, or names separated by commas"></label>
   <label>max tokens <input id="max" type="number" value="64" min="1" max="4096"></label>
+  <label>temperature <input id="temp" type="number" value="0.8" min="0" max="2" step="0.1"></label>
   <button id="send" type="submit">Send</button>
 </form>
 <script>
@@ -66,6 +67,7 @@ document.getElementById("form").addEventListener("submit", async ev => {
   const body = {
     model: "clone", stream: true,
     max_tokens: parseInt(document.getElementById("max").value, 10),
+    temperature: parseFloat(document.getElementById("temp").value),
     messages: [{role: "user", content: text}],
     clone: {experts: expertsField(document.getElementById("experts").value)}
   };

@@ -1,0 +1,62 @@
+// Loads `clone serve`'s chat page in headless Chromium (puppeteer-core driving Debian's
+// chromium), sends a prompt as a user would, and checks what the page shows: the prompt,
+// a streamed answer equal to the API's for the same request, the experts' weights, TTFT and
+// TPOT, and the simulated board's numbers (SLO verdict, energy, clocks).
+// Usage: node page_client.cjs <server URL> <chromium path>   (exit 0 when every check passes)
+"use strict";
+const puppeteer = require("puppeteer-core");
+const assert = require("node:assert/strict");
+
+async function main() {
+  const [url, chromium] = process.argv.slice(2);
+  const browser = await puppeteer.launch({
+    executablePath: chromium, headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]});
+  try {
+    const page = await browser.newPage();
+    const errors = [];
+    page.on("pageerror", e => errors.push(String(e)));
+    await page.goto(url + "/", {waitUntil: "networkidle0"});
+    assert.equal(await page.title(), "clone");
+    await page.waitForFunction(
+        () => document.getElementById("models").textContent.includes("experts: scripture"));
+    // The same request through the API, greedy, for the expected answer.
+    const api = await (await fetch(url + "/v1/chat/completions", {
+      method: "POST", headers: {"Content-Type": "application/json"},
+      body: JSON.stringify({messages: [{role: "user", content: "In the beginning"}], max_tokens: 12,
+                            temperature: 0, clone: {experts: ["scripture"]}})})).json();
+    const want = api.choices[0].message.content;
+
+    await page.$eval("#max", el => { el.value = "12"; });
+    await page.$eval("#experts", el => { el.value = "scripture"; });
+    await page.$eval("#temp", el => { el.value = "0"; });
+    await page.type("#prompt", "In the beginning");
+    await page.click("#send");
+    await page.waitForFunction(() => {
+      const info = document.querySelectorAll(".info");
+      return info.length > 1 && info[info.length - 1].textContent.includes("board");
+    }, {timeout: 60000});
+    const shown = await page.evaluate(() => ({
+      user: [...document.querySelectorAll(".user")].map(e => e.textContent),
+      answer: [...document.querySelectorAll(".assistant")].map(e => e.textContent),
+      info: [...document.querySelectorAll(".info")].map(e => e.textContent).slice(1),
+    }));
+    assert.deepEqual(shown.user, ["In the beginning"]);
+    assert.equal(shown.answer[0], want);
+    const info = shown.info[0];
+    assert.match(info, /experts: scripture 1\.00/);
+    assert.match(info, /TTFT \d+ ms, TPOT [\d.]+ ms/);
+    assert.match(info, /finish: (length|stop)/);
+    assert.match(info, /board \(chatbot\): TTFT [\d.]+ \/ [\d.]+ ms, TPOT [\d.]+ \/ [\d.]+ ms, SLO (met|missed), energy [\d.]+ J/);
+    assert.match(info, /layers per clock: \d+ MHz x\d+/);
+    assert.deepEqual(errors, []);
+    console.log("page: all checks passed; answer " + JSON.stringify(want) + "\n" + info);
+  } finally {
+    await browser.close();
+  }
+}
+
+main().catch(e => {
+  console.error(e);
+  process.exit(1);
+});
