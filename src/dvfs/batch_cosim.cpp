@@ -23,10 +23,10 @@ BatchCoSim::BatchCoSim(const ModelConfig& model, const CoSimOptions& opt) : opt_
   model_ =
       std::make_shared<const device::CostModel>(device::DeviceProfile::find(opt.device), model);
   dev_.emplace(model_, device::CorunnerTrace::make(opt.corunner, opt.corunner_seed));
-  PolicyOptions po;
-  po.learned_path = opt.policy_path;
-  po.n_batch = opt.n_batch;
-  (void)make_policy(opt.controller, model_, po);  // an unknown name fails here, not later
+  po_.learned_path = opt.policy_path;
+  po_.n_batch = opt.n_batch;
+  if (opt.controller == "learned") po_.learned_net = load_learned_net(*model_, opt.policy_path);
+  (void)make_policy(opt.controller, model_, po_);  // an unknown name fails here, not later
 }
 
 BatchCoSim::~BatchCoSim() = default;
@@ -43,10 +43,7 @@ void BatchCoSim::admit(int64_t id, const std::string& slo, int64_t prompt, int64
   l->req.output = std::max<int64_t>(1, predicted_output);
   l->req.ttft_target_s = ttft_target_s;
   l->req.tpot_target_s = tpot_target_s;
-  PolicyOptions po;
-  po.learned_path = opt_.policy_path;
-  po.n_batch = opt_.n_batch;
-  l->policy = make_policy(opt_.controller, model_, po);
+  l->policy = make_policy(opt_.controller, model_, po_);
   l->feasible = feasible_at_top(*dev_, l->req, dev_->now_s(), opt_.n_batch);
   l->driver.emplace(*dev_, *l->policy, l->req, dev_->now_s(), l->req.output, opt_.n_batch);
   live_.emplace(id, std::move(l));

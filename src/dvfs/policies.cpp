@@ -257,6 +257,15 @@ std::string default_learned_path(const CostModel& m) {
   return resource_path(Resource::Models, "dvfs/" + m.profile().name + ".json");
 }
 
+std::shared_ptr<const Mlp> load_learned_net(const CostModel& model,
+                                            const std::string& learned_path) {
+  const std::string path = learned_path.empty() ? default_learned_path(model) : learned_path;
+  if (!std::filesystem::exists(path))
+    fail("learned DVFS policy: no weights at ", path,
+         " (train them with `clone dvfs train --profile ", model.profile().name, "`)");
+  return std::make_shared<const Mlp>(Mlp::load(path));
+}
+
 std::unique_ptr<Policy> make_policy(const std::string& name, std::shared_ptr<const CostModel> model,
                                     const PolicyOptions& opt) {
   if (name == "performance") return std::make_unique<Performance>(model->max_level());
@@ -265,13 +274,9 @@ std::unique_ptr<Policy> make_policy(const std::string& name, std::shared_ptr<con
   if (name == "static") return std::make_unique<StaticPerRequest>(model, opt.n_batch);
   if (name == "mpc") return std::make_unique<Mpc>(model);
   if (name == "oracle") return make_oracle(model, opt.n_batch);
-  if (name == "learned") {
-    std::string path = opt.learned_path.empty() ? default_learned_path(*model) : opt.learned_path;
-    if (!std::filesystem::exists(path))
-      fail("learned DVFS policy: no weights at ", path,
-           " (train them with `clone dvfs train --profile ", model->profile().name, "`)");
-    return std::make_unique<Learned>(model, Mlp::load(path));
-  }
+  if (name == "learned")
+    return std::make_unique<Learned>(
+        model, opt.learned_net ? *opt.learned_net : *load_learned_net(*model, opt.learned_path));
   fail("unknown DVFS controller \"", name,
        "\" (have: performance, powersave, schedutil, static, learned, mpc, oracle)");
 }

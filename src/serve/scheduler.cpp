@@ -139,9 +139,9 @@ size_t Scheduler::queued() const {
   return queue_.size();
 }
 
-std::vector<std::pair<std::string, double>> Scheduler::route(const GenRequest& r, double* secs) {
+std::vector<std::pair<std::string, double>> Scheduler::route(const GenRequest& r,
+                                                             std::span<const float> embedding) {
   std::vector<std::pair<std::string, double>> mix;
-  *secs = 0;
   switch (r.experts.mode) {
     case ExpertChoice::Mode::None:
       break;
@@ -153,9 +153,7 @@ std::vector<std::pair<std::string, double>> Scheduler::route(const GenRequest& r
       mix = r.experts.weights;
       break;
     case ExpertChoice::Mode::Router: {
-      const auto t0 = Clock::now();
-      const std::vector<double> w = router_->weights(embedder_->embed(r.prompt));
-      *secs = seconds(t0, Clock::now());
+      const std::vector<double> w = router_->weights(embedding);
       for (size_t i = 0; i < w.size(); ++i)
         if (w[i] > 0) mix.emplace_back(experts_[i].first, w[i]);
       break;
@@ -169,12 +167,22 @@ void Scheduler::admit(std::shared_ptr<Live> l) {
   GenResult& res = l->ticket->result_;
   res.prompt_tokens = static_cast<int64_t>(l->req.prompt.size());
   res.queue_s = seconds(l->submitted, l->admitted);
-  res.weights = route(l->req, &res.route_s);
+  // The prompt's embedding, once, for the router and for a length predictor on the same one.
+  const bool routed = l->req.experts.mode == ExpertChoice::Mode::Router;
+  const bool shared = embedder_ && length_ && length_->embedder_name() == embedder_->name();
+  std::vector<float> emb;
+  if (routed || shared) {
+    const auto t0 = Clock::now();
+    emb = embedder_->embed(l->req.prompt);
+    if (routed) res.route_s = seconds(t0, Clock::now());
+  }
+  res.weights = route(l->req, emb);
   const int64_t budget =
       std::min(l->req.max_tokens, o_.n_ctx - static_cast<int64_t>(l->req.prompt.size()));
   if (length_)
-    res.predicted_tokens =
-        std::clamp<int64_t>(length_->predict(l->req.prompt), 1, std::max<int64_t>(1, budget));
+    res.predicted_tokens = std::clamp<int64_t>(
+        shared ? length_->predict(l->req.prompt, emb) : length_->predict(l->req.prompt), 1,
+        std::max<int64_t>(1, budget));
   std::vector<ActiveLora> loras;
   for (const auto& [name, w] : res.weights)
     for (const auto& e : experts_)

@@ -7,19 +7,9 @@ set -euo pipefail
 clone=$1 src=$2 work=$3
 mkdir -p "$work"
 log=$work/serve.log
-"$clone" serve -m "$src/models/base/model.gguf" --expert "$src/models/experts/scripture.gguf" \
-  --expert "$src/models/experts/quotes.gguf" --port 0 -t 1 --slots 2 2> "$log" &
-pid=$!
-trap 'kill $pid 2>/dev/null || true' EXIT
-port=
-for _ in $(seq 100); do
-  port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | grep -o '[0-9]*$' || true)
-  [ -n "$port" ] && break
-  kill -0 $pid 2>/dev/null || { cat "$log"; echo "FAIL: the server exited"; exit 1; }
-  sleep 0.1
-done
-[ -n "$port" ] || { cat "$log"; echo "FAIL: no port"; exit 1; }
-url=http://127.0.0.1:$port
+. "$src/tests/serve/start_server.sh"
+start_server "$log" -m "$src/models/base/model.gguf" --expert "$src/models/experts/scripture.gguf" \
+  --expert "$src/models/experts/quotes.gguf" -t 1 --slots 2
 fail() { echo "FAIL: $*"; exit 1; }
 
 # curl: plain, streaming, and a bad request.

@@ -18,17 +18,8 @@ if [ ! -d "$npm_dir/node_modules/puppeteer-core" ]; then
   fi
 fi
 log=$work/serve.log
-"$clone" serve -m "$src/models/base/model.gguf" --expert "$src/models/experts/scripture.gguf" \
-  --expert "$src/models/experts/quotes.gguf" --device orin-nx-16gb --port 0 -t 1 2> "$log" &
-pid=$!
-trap 'kill $pid 2>/dev/null || true' EXIT
-port=
-for _ in $(seq 100); do
-  port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | grep -o '[0-9]*$' || true)
-  [ -n "$port" ] && break
-  kill -0 $pid 2>/dev/null || { cat "$log"; echo "FAIL: the server exited"; exit 1; }
-  sleep 0.1
-done
-[ -n "$port" ] || { cat "$log"; echo "FAIL: no port"; exit 1; }
+. "$src/tests/serve/start_server.sh"
+start_server "$log" -m "$src/models/base/model.gguf" --expert "$src/models/experts/scripture.gguf" \
+  --expert "$src/models/experts/quotes.gguf" --device orin-nx-16gb -t 1
 HOME=$work NODE_PATH=$npm_dir/node_modules node "$src/tests/serve/page_client.cjs" \
-  "http://127.0.0.1:$port" "$chromium"
+  "$url" "$chromium"

@@ -71,6 +71,7 @@ class BatchCoSim {
   void on_event(const LayerEvent& ev);
 
   CoSimOptions opt_;
+  PolicyOptions po_;  // the learned weights read once, for every request's controller
   std::shared_ptr<const device::CostModel> model_;
   std::optional<device::SimDevice> dev_;
   std::map<int64_t, std::unique_ptr<Live>> live_;

@@ -69,8 +69,13 @@ class Policy {
   virtual int decide(const State& s) = 0;
 };
 
+struct Mlp;
+
 struct PolicyOptions {
   std::string learned_path;  // MLP weights (JSON); empty = the shipped one for the profile
+  // Weights already loaded (load_learned_net): used instead of reading learned_path, so a
+  // server making one controller per request reads the file once.
+  std::shared_ptr<const Mlp> learned_net;
   double schedutil_window_s = 0.02;
   int64_t n_batch = 512;  // prefill pass length (the oracle plans the same events)
 };
@@ -80,6 +85,10 @@ std::unique_ptr<Policy> make_policy(const std::string& name,
                                     std::shared_ptr<const device::CostModel> model,
                                     const PolicyOptions& opt = {});
 std::vector<std::string> policy_names();
+// The learned policy's weights from `path` (empty: the profile's shipped ones); throws
+// cln::Error naming the path and the command that trains them if there are none.
+std::shared_ptr<const Mlp> load_learned_net(const device::CostModel& model,
+                                            const std::string& path);
 
 // Per-layer times at the top clock on an idle device for this request's prefill and for
 // one decode token at mid-generation (what a controller precomputes from the cost model).

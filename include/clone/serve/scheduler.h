@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -141,7 +142,9 @@ class Scheduler {
   struct Live;
   void loop();
   void admit(std::shared_ptr<Live> l);
-  std::vector<std::pair<std::string, double>> route(const GenRequest& r, double* seconds);
+  // The mixture for r; `embedding` is the prompt's (used when the router chooses).
+  std::vector<std::pair<std::string, double>> route(const GenRequest& r,
+                                                    std::span<const float> embedding);
 
   std::shared_ptr<const Model> model_;
   Tokenizer tok_;
