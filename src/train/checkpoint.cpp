@@ -135,7 +135,7 @@ int64_t resume_run(const std::string& ckpt, AdamW& opt, const std::string& meta_
   std::vector<std::string> check = keys;
   if (check.empty())
     for (const auto& item : meta.items())
-      if (item.key() != "threads") check.push_back(item.key());
+      if (item.key() != "threads" && item.key() != "steps") check.push_back(item.key());
   for (const std::string& key : check)
     if (j.value(key, nlohmann::json()) != meta.value(key, nlohmann::json()))
       fail(ckpt, " was written by a run with ", key, " = ", j.value(key, nlohmann::json()).dump(),
@@ -147,6 +147,15 @@ int64_t resume_run(const std::string& ckpt, AdamW& opt, const std::string& meta_
                  "curve will differ in the last bits from an uninterrupted run\n",
                  ckpt.c_str(), j.value("threads", nlohmann::json()).dump().c_str(),
                  meta.value("threads", nlohmann::json()).dump().c_str());
+  // A new step count re-targets the schedule from here on (a run shortened to fit a budget
+  // or extended while validation still falls); the learning rate jumps to the new curve.
+  if (j.value("steps", nlohmann::json()) != meta.value("steps", nlohmann::json()))
+    std::fprintf(stderr,
+                 "train: note: %s was written by a run of %s steps, this run asks for %s: the "
+                 "schedule is re-targeted from step %lld on\n",
+                 ckpt.c_str(), j.value("steps", nlohmann::json()).dump().c_str(),
+                 meta.value("steps", nlohmann::json()).dump().c_str(),
+                 static_cast<long long>(start));
   return start;
 }
 

@@ -69,9 +69,6 @@ TrainReport run_loop(const LlamaModel& model, AdamW& opt, kernels::ThreadPool& p
     start = resume_run(ckpt, opt, o.meta_json, o.resume_keys);
     truncate_csv(loss_csv, start);
     truncate_csv(valid_csv, start);
-    if (o.verbose)
-      std::fprintf(stderr, "%s: resumed from %s at step %lld\n", o.label.c_str(), ckpt.c_str(),
-                   static_cast<long long>(start));
   } else {
     std::ofstream(loss_csv, std::ios::trunc) << "step,lr,loss,grad_norm,tokens_per_s\n";
     if (cb.validate) std::ofstream(valid_csv, std::ios::trunc) << "step,valid_loss\n";
@@ -85,6 +82,15 @@ TrainReport run_loop(const LlamaModel& model, AdamW& opt, kernels::ThreadPool& p
     log << line;
     log.flush();
   };
+
+  if (start > 0) {
+    // In train.log too, so the step log shows every interruption and any new step count.
+    char b[512];
+    std::snprintf(b, sizeof b, "%s: resumed from %s at step %lld of %lld (lr %.2e)\n",
+                  o.label.c_str(), ckpt.c_str(), static_cast<long long>(start),
+                  static_cast<long long>(o.sched.steps), o.sched.at(start));
+    say(b);
+  }
 
   TrainReport rep;
   rep.first_step = start;

@@ -222,6 +222,31 @@ TEST(Train, ResumeRepeatsTheLossCurveBitForBit) {
   EXPECT_EQ(before, slurp(b + "/checkpoint.bin"));
 }
 
+TEST(Train, ResumeWithAnotherStepCountRetargetsTheSchedule) {
+  const std::string dir = testing::temp_dir("retarget");
+  BaseTrainOptions first = tiny_options(dir);
+  first.stop_after = 3;
+  train_base(first);
+  BaseTrainOptions longer = tiny_options(dir);
+  longer.sched.steps = 9;  // a run extended while validation still falls
+  longer.verbose = true;   // train.log is the verbose log
+  const TrainReport r = train_base(longer);
+  EXPECT_EQ(r.first_step, 3);
+  EXPECT_EQ(r.last_step, 9);
+  ASSERT_EQ(r.losses.size(), 6u);
+  // The lr column follows the 9-step schedule from step 3 on, and the log says where.
+  std::ifstream csv(dir + "/loss.csv");
+  std::string line;
+  std::getline(csv, line);
+  for (int64_t step = 0; std::getline(csv, line); ++step) {
+    const double lr = std::stod(line.substr(line.find(',') + 1));
+    const double want = step < 3 ? first.sched.at(step) : longer.sched.at(step);
+    EXPECT_NEAR(lr, want, 1e-8 * want) << "step " << step;  // the CSV keeps 9 digits
+  }
+  EXPECT_NE(slurp(dir + "/train.log").find("resumed from"), std::string::npos);
+  EXPECT_NE(slurp(dir + "/train.log").find("at step 3 of 9"), std::string::npos);
+}
+
 TEST(Train, WrittenGgufLoadsInTheEngineWithTheTokenizer) {
   const std::string out = testing::temp_dir("gguf");
   train_base(tiny_options(out));

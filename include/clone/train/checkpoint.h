@@ -20,9 +20,10 @@ void save_checkpoint(const std::string& path, const std::string& meta_json, int6
 int64_t load_checkpoint(const std::string& path, AdamW& opt, std::string* meta_json);
 
 // Restores a run from its checkpoint when the run's description (meta_json) agrees with
-// the one it was written with on every key in `keys` (all keys but "threads" when empty);
-// returns the step to continue from. Another thread count only warns (last-bit
-// differences). Throws naming the key that differs.
+// the one it was written with on every key in `keys` (all keys but "threads" and "steps"
+// when empty); returns the step to continue from. Another thread count only warns
+// (last-bit differences); another step count re-targets the schedule from the resumed
+// step on (a note says so). Throws naming the key that differs.
 int64_t resume_run(const std::string& ckpt, AdamW& opt, const std::string& meta_json,
                    const std::vector<std::string>& keys);
 
