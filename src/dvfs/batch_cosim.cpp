@@ -13,6 +13,8 @@ struct BatchCoSim::Live {
   double energy_j = 0;
   std::map<double, int64_t> mhz_layers;
   bool feasible = true;
+  std::optional<Measured> measured;
+  double admitted_real_s = 0;
 };
 
 BatchCoSim::BatchCoSim(const ModelConfig& model, const CoSimOptions& opt) : opt_(opt) {
@@ -27,6 +29,10 @@ BatchCoSim::BatchCoSim(const ModelConfig& model, const CoSimOptions& opt) : opt_
   po_.n_batch = opt.n_batch;
   if (opt.controller == "learned") po_.learned_net = load_learned_net(*model_, opt.policy_path);
   (void)make_policy(opt.controller, model_, po_);  // an unknown name fails here, not later
+  if (opt.backend == "linux")
+    real_ = std::make_unique<RealBoard>(opt.sysfs_root, opt.knob, model_->levels());
+  else if (opt.backend != "sim")
+    fail("unknown device backend \"", opt.backend, "\": use sim or linux");
 }
 
 BatchCoSim::~BatchCoSim() = default;
@@ -46,6 +52,11 @@ void BatchCoSim::admit(int64_t id, const std::string& slo, int64_t prompt, int64
   l->policy = make_policy(opt_.controller, model_, po_);
   l->feasible = feasible_at_top(*dev_, l->req, dev_->now_s(), opt_.n_batch);
   l->driver.emplace(*dev_, *l->policy, l->req, dev_->now_s(), l->req.output, opt_.n_batch);
+  if (real_) {
+    l->measured.emplace();
+    l->measured->board = real_->name();
+    l->admitted_real_s = real_->now_s();
+  }
   live_.emplace(id, std::move(l));
 }
 
@@ -81,7 +92,14 @@ void BatchCoSim::on_event(const LayerEvent& ev) {
     level = std::max(level, live_.at(it.id)->driver->decide(mine));
   }
   const double e0 = dev_->energy_j();
-  dev_->set_level(std::clamp(level, 0, model_->max_level()));
+  level = std::clamp(level, 0, model_->max_level());
+  dev_->set_level(level);
+  if (real_) {
+    share_measured(real_->on_layer(level));
+    ran_ = pass_;
+    const double real_mhz = real_->mhz_now();
+    for (const BatchItem& it : pass_) ++live_.at(it.id)->measured->mhz_layers[real_mhz];
+  }
   // The batched layer: every request's rows and attention, the weights read once.
   const device::Work shared = model_->work(ev.layer, Phase::Decode, 0, 0);
   device::Work w;
@@ -106,14 +124,33 @@ void BatchCoSim::on_event(const LayerEvent& ev) {
   }
 }
 
+// The real board's energy since the last layer boundary belongs to those who ran that
+// layer, by rows (requests that have left since get none).
+void BatchCoSim::share_measured(double energy_j) {
+  int64_t rows = 0;
+  for (const BatchItem& it : ran_)
+    if (live_.count(it.id)) rows += it.n_tokens;
+  for (const BatchItem& it : ran_) {
+    const auto l = live_.find(it.id);
+    if (l == live_.end()) continue;
+    l->second->measured->energy_j +=
+        energy_j * static_cast<double>(it.n_tokens) / static_cast<double>(rows);
+  }
+}
+
 BatchRequestResult BatchCoSim::finish(int64_t id) {
   const auto it = live_.find(id);
   if (it == live_.end()) fail("batch co-simulation: request ", id, " was not admitted");
+  if (real_) {
+    share_measured(real_->meter());  // its last layer
+    it->second->measured->time_s = real_->now_s() - it->second->admitted_real_s;
+  }
   BatchRequestResult out;
   out.r = it->second->driver->finish();
   out.r.energy_j = it->second->energy_j;
   out.r.feasible = it->second->feasible;
   out.mhz_layers = std::move(it->second->mhz_layers);
+  out.measured = std::move(it->second->measured);
   live_.erase(it);
   std::erase_if(pass_, [&](const BatchItem& b) { return b.id == id; });
   return out;

@@ -335,6 +335,7 @@ void Scheduler::loop() {
         d.switches = b.r.switches;
         d.met = b.r.met, d.feasible = b.r.feasible;
         d.mhz_layers = b.mhz_layers;
+        d.measured = b.measured;
         res.device = std::move(d);
       }
       l->ticket->push({GenEvent::Kind::Done, -1, ""});

@@ -221,11 +221,23 @@ size_t utf8_boundary(const std::string& text, size_t end) {
 // JSON text; invalid UTF-8 (a model can emit any bytes) becomes U+FFFD instead of throwing.
 constexpr auto kReplace = json::error_handler_t::replace;
 
-// What the simulated board did for a request, for the response's extension object.
-json device_json(const DeviceOutcome& d) {
+json clocks_json(const std::map<double, int64_t>& mhz_layers) {
   json clocks = json::object();
-  for (const auto& [mhz, n] : d.mhz_layers)
+  for (const auto& [mhz, n] : mhz_layers)
     clocks[std::to_string(static_cast<int64_t>(std::lround(mhz)))] = n;
+  return clocks;
+}
+
+// What the simulated board did for a request, for the response's extension object, and
+// with the linux backend what the real board measured.
+json device_json(const DeviceOutcome& d) {
+  json measured = nullptr;
+  if (d.measured)
+    measured = {
+        {"board", d.measured->board},
+        {"time_ms", 1e3 * d.measured->time_s},
+        {"energy_j", std::isnan(d.measured->energy_j) ? json(nullptr) : json(d.measured->energy_j)},
+        {"layers_at_mhz", clocks_json(d.measured->mhz_layers)}};
   return {{"ttft_ms", 1e3 * d.ttft_s},
           {"tpot_ms", 1e3 * d.tpot_s},
           {"e2e_ms", 1e3 * d.e2e_s},
@@ -236,7 +248,8 @@ json device_json(const DeviceOutcome& d) {
           {"feasible", d.feasible},
           {"predicted_tokens", d.predicted_output},
           {"frequency_switches", d.switches},
-          {"layers_at_mhz", clocks}};
+          {"layers_at_mhz", clocks_json(d.mhz_layers)},
+          {"measured", measured}};
 }
 
 }  // namespace
@@ -276,6 +289,9 @@ Server::Server(Scheduler& s, ServerOptions o)
   metrics_.describe("clone_slots_active", "gauge", "Requests in the batch.");
   metrics_.describe("clone_device_energy_joules_total", "counter",
                     "Energy of the simulated board charged to finished requests.");
+  metrics_.describe("clone_measured_energy_joules_total", "counter",
+                    "Energy the real board's rails measured, charged to finished requests "
+                    "(backend linux).");
   metrics_.describe("clone_slo_total", "counter",
                     "Finished requests by SLO class and whether the simulated board met it.");
   metrics_.describe("clone_frequency_switches_total", "counter",
@@ -472,6 +488,8 @@ void Server::routes() {
         if (r.device) {
           const DeviceOutcome& d = *r.device;
           metrics_.add("clone_device_energy_joules_total", d.energy_j);
+          if (d.measured && !std::isnan(d.measured->energy_j))
+            metrics_.add("clone_measured_energy_joules_total", d.measured->energy_j);
           metrics_.add("clone_slo_total", 1,
                        {{"class", d.slo}, {"outcome", d.met ? "met" : "missed"}});
           metrics_.add("clone_frequency_switches_total", static_cast<double>(d.switches));

@@ -143,8 +143,7 @@ TrainReport train_base(const BaseTrainOptions& o) {
                {"n_head_kv", o.n_head_kv},
                {"n_ff", o.n_ff}});
   return run_text(model, vocab, tok_path, o, meta,
-                  {"batch", "seq_len", "seed", "tokenizer_fingerprint", "domains"},
-                  "train",
+                  {"batch", "seq_len", "seed", "tokenizer_fingerprint", "domains"}, "train",
                   {{"general.description",
                     "clone base model trained from scratch on Debian text "
                     "corpora (clone train base)"}});

@@ -9,56 +9,14 @@
 
 #include "clone/core/error.h"
 #include "clone/device/linux.h"
+#include "device/fake_sysfs.h"
 
 using namespace cln;
 using namespace cln::device;
+using cln::testing::get;
+using cln::testing::make_tree;
+using cln::testing::put;
 namespace fs = std::filesystem;
-
-namespace {
-
-void put(const fs::path& p, const std::string& v) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p) << v << "\n";
-}
-std::string get(const fs::path& p) {
-  std::ifstream in(p);
-  std::string s;
-  std::getline(in, s);
-  return s;
-}
-
-// A Jetson-like tree: one CPU policy, the GPU devfreq, an INA3221 on hwmon and one on IIO.
-fs::path make_tree(const std::string& name, bool with_setspeed = true) {
-  fs::path root = fs::path(CLONE_BINARY_DIR) / "fake_sysfs" / name;
-  fs::remove_all(root);
-  fs::path cpu = root / "sys/devices/system/cpu/cpufreq/policy0";
-  put(cpu / "scaling_available_frequencies", "115200 729600 1420800 1984000");
-  put(cpu / "scaling_available_governors", "schedutil userspace performance");
-  put(cpu / "scaling_governor", "schedutil");
-  put(cpu / "scaling_cur_freq", "1984000");
-  if (with_setspeed) put(cpu / "scaling_setspeed", "<unsupported>");
-  fs::path gpu = root / "sys/class/devfreq/17000000.gpu";
-  put(gpu / "available_frequencies",
-      "918000000 306000000 408000000 510000000 612000000 714000000 816000000");
-  put(gpu / "min_freq", "306000000");
-  put(gpu / "max_freq", "918000000");
-  put(gpu / "cur_freq", "918000000");
-  put(gpu / "governor", "nvhost_podgov");
-  fs::path hw = root / "sys/class/hwmon/hwmon1";
-  put(hw / "name", "ina3221");
-  put(hw / "in1_label", "VDD_IN");
-  put(hw / "in1_input", "5000");    // mV
-  put(hw / "curr1_input", "2000");  // mA -> 10 W
-  put(hw / "in2_label", "VDD_CPU_GPU_CV");
-  put(hw / "in2_input", "5000");
-  put(hw / "curr2_input", "800");
-  fs::path iio = root / "sys/bus/iio/devices/iio:device0";
-  put(iio / "rail_name_0", "VDD_SOC");
-  put(iio / "in_power0_input", "1500");  // mW
-  return root;
-}
-
-}  // namespace
 
 TEST(LinuxBackend, ProbeFindsKnobsAndRails) {
   fs::path root = make_tree("probe");

@@ -4,10 +4,15 @@
 // pass with a tight one runs faster than alone; bad use is refused.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "clone/core/error.h"
 #include "clone/dvfs/batch_cosim.h"
 #include "clone/dvfs/cosim.h"
+#include "clone/dvfs/real_board.h"
 #include "clone/engine/presets.h"
+#include "device/fake_sysfs.h"
 
 using namespace cln;
 using namespace cln::dvfs;
@@ -142,4 +147,55 @@ TEST(BatchCoSim, RefusesWhatItCannotDo) {
   EXPECT_THROW(b.begin_pass({{2, Phase::Decode, 10, 1}}), Error);
   EXPECT_THROW(b.finish(2), Error);
   EXPECT_THROW(b.hook()(LayerEvent{Phase::Decode, 0, 18, 0, 1}), Error);  // no begin_pass
+}
+
+TEST(RealBoard, EachModelClockLandsOnTheKnobsLowestLevelAtOrAboveIt) {
+  const auto root = cln::testing::make_tree("real-board-map");  // GPU levels 306 .. 918 MHz
+  RealBoard b(root.string(), "", {{100, 0}, {500, 0}, {612, 0}, {2000, 0}});
+  EXPECT_EQ(b.name(), "linux:17000000.gpu");
+  EXPECT_DOUBLE_EQ(b.mhz_for(0), 306);
+  EXPECT_DOUBLE_EQ(b.mhz_for(1), 510);
+  EXPECT_DOUBLE_EQ(b.mhz_for(2), 612);
+  EXPECT_DOUBLE_EQ(b.mhz_for(3), 918);  // above every level: the top one
+  (void)b.on_layer(1);
+  const auto gpu = root / "sys/class/devfreq/17000000.gpu";
+  EXPECT_EQ(cln::testing::get(gpu / "min_freq"), "510000000");
+  EXPECT_EQ(cln::testing::get(gpu / "max_freq"), "510000000");
+  EXPECT_THROW(b.mhz_for(4), Error);
+}
+
+TEST(BatchCoSim, OnTheLinuxBackendTheMeasuredEnergyIsSharedByRows) {
+  const ModelConfig g = model_preset("gemma-2b");
+  const int nl = static_cast<int>(g.n_layer());
+  const auto root = cln::testing::make_tree("batch-linux");  // VDD_IN: 10 W
+  CoSimOptions o = nx("performance");
+  o.backend = "linux";
+  o.sysfs_root = root.string();
+  BatchCoSim b(g, o);
+  ASSERT_NE(b.real(), nullptr);
+  const auto t0 = std::chrono::steady_clock::now();
+  b.admit(1, "chatbot", 3, 1, 1.0, 0.2);
+  b.admit(2, "chatbot", 1, 1, 1.0, 0.2);
+  b.begin_pass({{1, Phase::Prefill, 0, 3}, {2, Phase::Prefill, 0, 1}});
+  const LayerHook h = b.hook();
+  for (int il = 0; il <= nl; ++il) {
+    h(LayerEvent{Phase::Prefill, il, nl, 0, 3});
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const BatchRequestResult r1 = b.finish(1), r2 = b.finish(2);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(r1.measured && r2.measured);
+  const double e1 = r1.measured->energy_j, e2 = r2.measured->energy_j;
+  // 10 W over the layers, three rows to one (request 2's own tail after request 1 left
+  // is microseconds against 2 ms a layer).
+  EXPECT_NEAR(e1 + e2, 10.0 * wall, 10.0 * wall * 0.05);
+  EXPECT_NEAR(e1 / e2, 3.0, 0.1);
+  EXPECT_EQ(r1.measured->mhz_layers, (std::map<double, int64_t>{{918.0, nl + 1}}));
+  for (const auto* r : {&r1, &r2}) {  // admission to the end spans every slept layer
+    EXPECT_GE(r->measured->time_s, 2e-3 * (nl + 1));
+    EXPECT_LE(r->measured->time_s, wall);
+  }
+
+  o.backend = "gpu";
+  EXPECT_THROW(BatchCoSim(g, o), Error);
 }

@@ -21,6 +21,7 @@
 #include "clone/serve/embed.h"
 #include "clone/serve/load.h"
 #include "clone/serve/server.h"
+#include "device/fake_sysfs.h"
 
 using namespace cln;
 using nlohmann::json;
@@ -558,4 +559,49 @@ TEST(Server, ASimulatedBoardServesEachRequestAsCloneRunDeviceWould) {
   body["clone"].erase("slo");
   res = r.post("/v1/completions", body);
   EXPECT_EQ(json::parse(res->body)["clone"]["slo"], "chatbot");
+}
+
+TEST(Server, TheLinuxBackendSetsTheKnobAtEveryLayerAndMeasuresTheRails) {
+  // A Jetson-shaped sysfs tree: the GPU's devfreq (306-918 MHz) and VDD_IN at 10 W.
+  const std::filesystem::path root = cln::testing::make_tree("serve-linux");
+  const std::filesystem::path gpu = root / "sys/class/devfreq/17000000.gpu";
+  cln::testing::put(gpu / "min_freq", "1");  // neither file holds a level before the server runs
+  cln::testing::put(gpu / "max_freq", "2");
+  serve::SchedulerOptions o = opts(2);
+  o.board.device = std::string(CLONE_SOURCE_DIR) + "/profiles/orin-nx-16gb.json";
+  o.board.controller = "powersave";  // the lowest model clock: 306 MHz on the knob
+  o.board.backend = "linux";
+  o.board.sysfs_root = root.string();
+  Running r(o);
+  json body = completion("The computer", 20, "none");
+  body["clone"]["ignore_eos"] = true;
+  auto res = r.post("/v1/completions", body);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json d = json::parse(res->body)["clone"]["device"];
+  const json& m = d["measured"];
+  ASSERT_TRUE(m.is_object()) << res->body;
+  EXPECT_EQ(m["board"], "linux:17000000.gpu");
+  EXPECT_EQ(cln::testing::get(gpu / "min_freq"), "306000000");
+  EXPECT_EQ(cln::testing::get(gpu / "max_freq"), "306000000");
+  // Every layer the modelled board ran, the real one ran at the knob's matching clock.
+  EXPECT_EQ(m["layers_at_mhz"], d["layers_at_mhz"]);
+  EXPECT_EQ(m["layers_at_mhz"], json({{"306", 20 * (base()->config().n_layer() + 1)}}));
+  // 10 W from the first layer to the end: a little less than 10 W x the time since
+  // admission (the router and the first pass's set-up come before the first layer).
+  const double t = m["time_ms"].get<double>() * 1e-3, e = m["energy_j"].get<double>();
+  EXPECT_GT(t, 0);
+  EXPECT_LE(e, 10.0 * t * 1.0001);
+  EXPECT_GE(e, 10.0 * t * 0.5) << "t " << t;
+  EXPECT_NEAR(metric(r.client().Get("/metrics")->body, "clone_measured_energy_joules_total"), e,
+              1e-9 + 1e-9 * e);
+
+  // A board that cannot be driven is refused at start, naming what is missing.
+  serve::SchedulerOptions bad = o;
+  bad.board.knob = "no-such-knob";
+  try {
+    Running fails(bad);
+    FAIL() << "expected an error";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("no-such-knob"), std::string::npos) << err.what();
+  }
 }

@@ -35,6 +35,10 @@ int serve(Opts& o) {
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
+  if (o.s.board.backend == "linux" && o.s.board.device.empty())
+    fail(
+        "--backend linux needs --device: the profile of this board, which the controllers "
+        "plan with");
   auto model = Model::load(o.model);
   std::vector<std::pair<std::string, std::shared_ptr<const LoraAdapter>>> experts;
   std::vector<serve::ExpertKey> keys;
@@ -51,9 +55,11 @@ int serve(Opts& o) {
   serve::Scheduler sched(model, std::move(experts), std::move(keys), o.s);
   serve::Server server(sched, o.h);
   const int port = server.bind();
-  const std::string board = o.s.board.device.empty() ? std::string()
-                                                     : "; board " + o.s.board.device + " under " +
-                                                           o.s.board.controller + " DVFS";
+  const std::string board =
+      o.s.board.device.empty()
+          ? std::string()
+          : "; board " + o.s.board.device + " under " + o.s.board.controller + " DVFS" +
+                (o.s.board.backend == "linux" ? ", clocks set on this machine" : "");
   std::fprintf(stderr,
                "clone serve: %s with %zu experts%s, %d slots of %lld tokens%s; listening on "
                "http://%s:%d/\n",
@@ -123,6 +129,17 @@ const cln::cli::Register reg{
           ->capture_default_str();
       app.add_option("--corunner-seed", o->s.board.corunner_seed, "co-runner seed")
           ->capture_default_str();
+      app.add_option("--backend", o->s.board.backend,
+                     "sim: the --device board is modelled; linux: each chosen clock is also "
+                     "set on this machine's knob (sysfs) and time and energy are measured "
+                     "there, beside the model's")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"sim", "linux"}));
+      app.add_option("--sysfs-root", o->s.board.sysfs_root, "linux backend: where sysfs is")
+          ->capture_default_str();
+      app.add_option("--knob", o->s.board.knob,
+                     "linux backend: the frequency knob to drive (clone device probe lists "
+                     "them; default the GPU's devfreq, else the first writable one)");
       app.add_option("--length-model", o->s.length_model,
                      "output-length predictor (clone length train) the controllers plan with")
           ->check(CLI::ExistingFile);

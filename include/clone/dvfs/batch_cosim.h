@@ -17,6 +17,7 @@
 
 #include "clone/device/sim.h"
 #include "clone/dvfs/cosim.h"
+#include "clone/dvfs/real_board.h"
 #include "clone/dvfs/runner.h"
 #include "clone/engine/hook.h"
 #include "clone/engine/model_config.h"
@@ -35,13 +36,15 @@ struct BatchItem {
 struct BatchRequestResult {
   RequestResult r;                       // device-time TTFT/TPOT/energy, SLO met or missed
   std::map<double, int64_t> mhz_layers;  // layers run at each clock (MHz) while it was in the batch
+  std::optional<Measured> measured;      // backend "linux": the real board's numbers
 };
 
 class BatchCoSim {
  public:
   // Uses opt.device, controller, policy_path, corunner, corunner_seed, n_batch (the
-  // scheduler's rows per pass); the per-request fields are given to admit(). Throws
-  // cln::Error for an unknown profile or controller, or "oracle" (it needs the future).
+  // scheduler's rows per pass) and backend, sysfs_root, knob; the per-request fields are
+  // given to admit(). Throws cln::Error for an unknown profile or controller, "oracle" (it
+  // needs the future), or a linux board that cannot be driven (naming what is missing).
   BatchCoSim(const ModelConfig& model, const CoSimOptions& opt);
   ~BatchCoSim();
   BatchCoSim(const BatchCoSim&) = delete;
@@ -64,6 +67,7 @@ class BatchCoSim {
 
   const device::CostModel& cost_model() const { return *model_; }
   const device::SimDevice& device() const { return *dev_; }
+  const RealBoard* real() const { return real_.get(); }
   int64_t active() const { return static_cast<int64_t>(live_.size()); }
 
  private:
@@ -76,6 +80,9 @@ class BatchCoSim {
   std::optional<device::SimDevice> dev_;
   std::map<int64_t, std::unique_ptr<Live>> live_;
   std::vector<BatchItem> pass_;
+  std::unique_ptr<RealBoard> real_;
+  std::vector<BatchItem> ran_;  // who ran the last layer (the real board's energy is theirs)
+  void share_measured(double energy_j);
 };
 
 }  // namespace cln::dvfs

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +30,19 @@ struct CoSimOptions {
   uint64_t corunner_seed = 1;
   int64_t predicted = 0;  // output length the controller is told (0: the output budget)
   int64_t n_batch = 512;  // the engine's prefill pass length (the planners assume the same)
+  // "sim": the modelled board only. "linux": each chosen clock is also set on the real
+  // board's knob and time and energy are measured there too (dvfs/real_board.h).
+  std::string backend = "sim";
+  std::string sysfs_root = "/";  // linux: where sysfs is (tests pass a fake tree)
+  std::string knob;              // linux: the knob to drive (empty: the GPU, else the first)
+};
+
+// What the real board measured for one request (backend "linux").
+struct Measured {
+  std::string board;                     // "linux:17000000.gpu"
+  double time_s = 0;                     // wall time from admission to the end
+  double energy_j = 0;                   // from the rails; NaN when the board has none
+  std::map<double, int64_t> mhz_layers;  // layers run at each of the knob's clocks
 };
 
 // One layer boundary as the simulated device ran it.
