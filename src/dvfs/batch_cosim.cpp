@@ -12,6 +12,7 @@ struct BatchCoSim::Live {
   std::optional<RequestDriver> driver;
   double energy_j = 0;
   std::map<double, int64_t> mhz_layers;
+  std::vector<std::vector<float>> timeline;
   bool feasible = true;
   std::optional<Measured> measured;
   double admitted_real_s = 0;
@@ -121,6 +122,8 @@ void BatchCoSim::on_event(const LayerEvent& ev) {
     Live& l = *live_.at(it.id);
     l.energy_j += spent * static_cast<double>(it.n_tokens) / static_cast<double>(rows);
     ++l.mhz_layers[mhz];
+    if (ev.layer == 0 || l.timeline.empty()) l.timeline.emplace_back();
+    l.timeline.back().push_back(static_cast<float>(mhz));
   }
 }
 
@@ -151,6 +154,7 @@ BatchRequestResult BatchCoSim::finish(int64_t id) {
   out.r.feasible = it->second->feasible;
   out.mhz_layers = std::move(it->second->mhz_layers);
   out.measured = std::move(it->second->measured);
+  out.timeline = std::move(it->second->timeline);
   live_.erase(it);
   std::erase_if(pass_, [&](const BatchItem& b) { return b.id == id; });
   return out;

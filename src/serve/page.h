@@ -1,8 +1,9 @@
 // The chat page `clone serve` returns for GET /: one self-contained HTML file (no
 // external scripts or styles) that talks to /v1/chat/completions with streaming and
 // shows the experts' weights, timings, the predicted length and, with a simulated board,
-// its TTFT/TPOT against the SLO, energy and the clocks its layers ran at, from the "clone"
-// extension of the last chunk.
+// its TTFT/TPOT against the SLO, energy, the clocks its layers ran at and a timeline of
+// the clock at every layer and token (a canvas heatmap), from the "clone" extension of the
+// last chunk.
 #pragma once
 
 namespace cln::serve {
@@ -22,6 +23,7 @@ body { font-family: sans-serif; max-width: 48rem; margin: 1rem auto; padding: 0 
 .error { color: #b00; }
 form { display: flex; gap: .5rem; margin-top: .5rem; }
 #prompt { flex: 1; }
+canvas.timeline { display: block; margin: .25rem 0; border: 1px solid #ccc; image-rendering: pixelated; }
 </style>
 </head>
 <body>
@@ -51,6 +53,36 @@ fetch("/v1/models").then(r => r.json()).then(j => {
   document.getElementById("models").textContent =
     "model " + j.data[0].id + "; experts: " + (ex.length ? ex.join(", ") : "none");
 }).catch(e => { document.getElementById("models").textContent = "models: " + e; });
+// The board's clock at every layer (rows, the head last) of every pass (columns: the
+// prompt, then one per token), dark at the lowest clock seen, bright at the highest.
+function drawTimeline(after, rows) {
+  const layers = Math.max(...rows.map(r => r.length));
+  const all = rows.flat();
+  const lo = Math.min(...all), hi = Math.max(...all);
+  const cell = Math.max(2, Math.min(12, Math.floor(640 / rows.length)));
+  const c = document.createElement("canvas");
+  c.className = "timeline";
+  c.width = rows.length * cell;
+  c.height = layers * 6;
+  const g = c.getContext("2d");
+  let cells = 0;
+  rows.forEach((r, x) => r.forEach((mhz, y) => {
+    const v = hi > lo ? (mhz - lo) / (hi - lo) : 1;
+    g.fillStyle = "hsl(" + (240 - 200 * v) + ", 80%, " + (25 + 45 * v) + "%)";
+    g.fillRect(x * cell, y * 6, cell, 6);
+    ++cells;
+  }));
+  c.dataset.passes = rows.length;
+  c.dataset.layers = layers;
+  c.dataset.cells = cells;
+  c.title = "clock per layer and token";
+  const cap = document.createElement("div");
+  cap.className = "info caption";
+  cap.textContent = "clock per layer (rows, head last) and pass (columns: prompt, then each token): " +
+    lo.toFixed(0) + " MHz (dark) to " + hi.toFixed(0) + " MHz (bright)";
+  after.after(c);
+  c.after(cap);
+}
 function expertsField(v) {
   v = v.trim();
   if (v === "" || v === "auto" || v === "none") return v || "auto";
@@ -69,7 +101,7 @@ document.getElementById("form").addEventListener("submit", async ev => {
     max_tokens: parseInt(document.getElementById("max").value, 10),
     temperature: parseFloat(document.getElementById("temp").value),
     messages: [{role: "user", content: text}],
-    clone: {experts: expertsField(document.getElementById("experts").value)}
+    clone: {experts: expertsField(document.getElementById("experts").value), timeline: true}
   };
   try {
     const r = await fetch("/v1/chat/completions", {
@@ -114,6 +146,7 @@ document.getElementById("form").addEventListener("submit", async ev => {
               " clock switches; layers per clock: " + clocks.join(", ");
           }
           info.textContent = text;
+          if (d && d.timeline_mhz && d.timeline_mhz.length) drawTimeline(info, d.timeline_mhz);
         }
       }
     }

@@ -336,6 +336,7 @@ void Scheduler::loop() {
         d.met = b.r.met, d.feasible = b.r.feasible;
         d.mhz_layers = b.mhz_layers;
         d.measured = b.measured;
+        d.timeline = b.timeline;
         res.device = std::move(d);
       }
       l->ticket->push({GenEvent::Kind::Done, -1, ""});

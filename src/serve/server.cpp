@@ -61,6 +61,7 @@ double num_field(const json& j, const char* k, double def, double lo, double hi)
 struct Call {
   GenRequest gen;
   bool stream = false, chat = false, include_usage = false;
+  bool timeline = false;  // clone.timeline: the board's clock at every layer and token
   std::vector<std::string> stop;
   std::string slo;  // class name or "custom"
   double ttft_ms = 0, tpot_ms = 0;
@@ -137,8 +138,9 @@ Call parse(const std::string& body, bool chat, const ServerOptions& o, const Sch
   if (!ext.is_null()) {
     if (!ext.is_object()) bad("'clone' must be an object");
     for (auto it = ext.begin(); it != ext.end(); ++it)
-      if (it.key() != "experts" && it.key() != "slo" && it.key() != "ignore_eos")
-        bad("unknown field 'clone." + it.key() + "' (experts, slo, ignore_eos)");
+      if (it.key() != "experts" && it.key() != "slo" && it.key() != "ignore_eos" &&
+          it.key() != "timeline")
+        bad("unknown field 'clone." + it.key() + "' (experts, slo, ignore_eos, timeline)");
     const json& ex = field(ext, "experts");
     if (ex.is_string()) {
       const std::string m = ex.get<std::string>();
@@ -182,6 +184,9 @@ Call parse(const std::string& body, bool chat, const ServerOptions& o, const Sch
     const json& ie = field(ext, "ignore_eos");
     if (!ie.is_null() && !ie.is_boolean()) bad("'clone.ignore_eos' must be true or false");
     c.gen.ignore_eos = ie.is_boolean() && ie.get<bool>();
+    const json& tl = field(ext, "timeline");
+    if (!tl.is_null() && !tl.is_boolean()) bad("'clone.timeline' must be true or false");
+    c.timeline = tl.is_boolean() && tl.get<bool>();
   }
   return c;
 }
@@ -230,7 +235,7 @@ json clocks_json(const std::map<double, int64_t>& mhz_layers) {
 
 // What the simulated board did for a request, for the response's extension object, and
 // with the linux backend what the real board measured.
-json device_json(const DeviceOutcome& d) {
+json device_json(const DeviceOutcome& d, bool timeline) {
   json measured = nullptr;
   if (d.measured)
     measured = {
@@ -249,7 +254,8 @@ json device_json(const DeviceOutcome& d) {
           {"predicted_tokens", d.predicted_output},
           {"frequency_switches", d.switches},
           {"layers_at_mhz", clocks_json(d.mhz_layers)},
-          {"measured", measured}};
+          {"measured", measured},
+          {"timeline_mhz", timeline ? json(d.timeline) : json(nullptr)}};
 }
 
 }  // namespace
@@ -467,7 +473,7 @@ void Server::routes() {
                     : c.slo.empty() ? json(nullptr)
                                     : json(c.slo)},
             {"predicted_tokens", r.predicted_tokens > 0 ? json(r.predicted_tokens) : json(nullptr)},
-            {"device", r.device ? device_json(*r.device) : json(nullptr)},
+            {"device", r.device ? device_json(*r.device, c.timeline) : json(nullptr)},
             {"timings_ms",
              {{"queue", 1e3 * r.queue_s},
               {"route", 1e3 * r.route_s},

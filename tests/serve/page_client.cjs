@@ -1,7 +1,8 @@
 // Loads `clone serve`'s chat page in headless Chromium (puppeteer-core driving Debian's
 // chromium), sends a prompt as a user would, and checks what the page shows: the prompt,
 // a streamed answer equal to the API's for the same request, the experts' weights, TTFT and
-// TPOT, and the simulated board's numbers (SLO verdict, energy, clocks).
+// TPOT, and the simulated board's numbers (SLO verdict, energy, clocks, and the timeline
+// of the clock at every layer and token, drawn on a canvas).
 // Usage: node page_client.cjs <server URL> <chromium path>   (exit 0 when every check passes)
 "use strict";
 const puppeteer = require("puppeteer-core");
@@ -24,8 +25,9 @@ async function main() {
     const api = await (await fetch(url + "/v1/chat/completions", {
       method: "POST", headers: {"Content-Type": "application/json"},
       body: JSON.stringify({messages: [{role: "user", content: "In the beginning"}], max_tokens: 12,
-                            temperature: 0, clone: {experts: ["scripture"]}})})).json();
+                            temperature: 0, clone: {experts: ["scripture"], timeline: true}})})).json();
     const want = api.choices[0].message.content;
+    const timeline = api.clone.device.timeline_mhz;
 
     await page.$eval("#max", el => { el.value = "12"; });
     await page.$eval("#experts", el => { el.value = "scripture"; });
@@ -33,13 +35,16 @@ async function main() {
     await page.type("#prompt", "In the beginning");
     await page.click("#send");
     await page.waitForFunction(() => {
-      const info = document.querySelectorAll(".info");
+      const info = document.querySelectorAll(".info:not(.caption)");
       return info.length > 1 && info[info.length - 1].textContent.includes("board");
-    }, {timeout: 60000});
+    }, {timeout: 60000}).catch(async e => {
+      const log = await page.evaluate(() => document.getElementById("log").innerHTML);
+      throw new Error(e.message + "; page errors: " + JSON.stringify(errors) + "; page shows: " + log);
+    });
     const shown = await page.evaluate(() => ({
       user: [...document.querySelectorAll(".user")].map(e => e.textContent),
       answer: [...document.querySelectorAll(".assistant")].map(e => e.textContent),
-      info: [...document.querySelectorAll(".info")].map(e => e.textContent).slice(1),
+      info: [...document.querySelectorAll(".info:not(.caption)")].map(e => e.textContent).slice(1),
     }));
     assert.deepEqual(shown.user, ["In the beginning"]);
     assert.equal(shown.answer[0], want);
@@ -49,6 +54,17 @@ async function main() {
     assert.match(info, /finish: (length|stop)/);
     assert.match(info, /board \(chatbot\): TTFT [\d.]+ \/ [\d.]+ ms, TPOT [\d.]+ \/ [\d.]+ ms, SLO (met|missed), energy [\d.]+ J/);
     assert.match(info, /layers per clock: \d+ MHz x\d+/);
+    // The clock timeline: one column per pass of this answer, one row per layer and the head.
+    const canvas = await page.evaluate(() => {
+      const c = [...document.querySelectorAll("canvas.timeline")].pop();
+      return c && {passes: +c.dataset.passes, layers: +c.dataset.layers, cells: +c.dataset.cells,
+                   caption: c.nextElementSibling.textContent};
+    });
+    assert.ok(canvas, "no timeline canvas");
+    assert.equal(canvas.passes, timeline.length);
+    assert.equal(canvas.layers, timeline[0].length);
+    assert.equal(canvas.cells, timeline.flat().length);
+    assert.match(canvas.caption, /clock per layer .* \d+ MHz \(dark\) to \d+ MHz \(bright\)/);
     assert.deepEqual(errors, []);
     console.log("page: all checks passed; answer " + JSON.stringify(want) + "\n" + info);
   } finally {

@@ -512,8 +512,10 @@ TEST(Server, ASimulatedBoardServesEachRequestAsCloneRunDeviceWould) {
   json body = completion(prompt, 20, "none");
   body["clone"]["ignore_eos"] = true;
   body["clone"]["slo"] = "smart-reply";
+  body["clone"]["timeline"] = true;
   auto res = r.post("/v1/completions", body);
   ASSERT_EQ(res->status, 200) << res->body;
+  body["clone"].erase("timeline");
   const json j = json::parse(res->body);
   const json& d = j["clone"]["device"];
   ASSERT_TRUE(d.is_object()) << res->body;
@@ -544,11 +546,22 @@ TEST(Server, ASimulatedBoardServesEachRequestAsCloneRunDeviceWould) {
   int64_t layers = 0;
   for (const auto& [mhz, n] : d["layers_at_mhz"].items()) layers += n.get<int64_t>();
   EXPECT_EQ(layers, 20 * (base()->config().n_layer() + 1));
+  // The timeline: the clock of every layer of every pass, as CoSim's trace has it.
+  const json& tl = d["timeline_mhz"];
+  ASSERT_EQ(tl.size(), 20u);
+  for (const dvfs::TraceRow& row : sim.trace()) {
+    const auto pass = static_cast<size_t>(row.pass), layer = static_cast<size_t>(row.layer);
+    ASSERT_LT(pass, tl.size());
+    ASSERT_EQ(tl[pass].size(), static_cast<size_t>(base()->config().n_layer() + 1));
+    EXPECT_FLOAT_EQ(tl[pass][layer].get<float>(), static_cast<float>(row.mhz))
+        << "pass " << pass << " layer " << layer;
+  }
 
   // /metrics sums the board's numbers over requests.
   res = r.post("/v1/completions", body);
   ASSERT_EQ(res->status, 200);
   const double e2 = json::parse(res->body)["clone"]["device"]["energy_j"].get<double>();
+  EXPECT_TRUE(json::parse(res->body)["clone"]["device"]["timeline_mhz"].is_null());  // not asked
   const std::string m = r.client().Get("/metrics")->body;
   EXPECT_NEAR(metric(m, "clone_device_energy_joules_total"), d["energy_j"].get<double>() + e2,
               1e-6);

@@ -37,6 +37,9 @@ struct BatchRequestResult {
   RequestResult r;                       // device-time TTFT/TPOT/energy, SLO met or missed
   std::map<double, int64_t> mhz_layers;  // layers run at each clock (MHz) while it was in the batch
   std::optional<Measured> measured;      // backend "linux": the real board's numbers
+  // The clock (MHz) of every layer it ran, head last: one row per pass it took part in
+  // (its prefill passes, then one per generated token but the last).
+  std::vector<std::vector<float>> timeline;
 };
 
 class BatchCoSim {

@@ -57,8 +57,9 @@ struct DeviceOutcome {
   int64_t predicted_output = 0;  // the output length its controller planned for
   int64_t switches = 0;          // clock changes while it was in the batch
   bool met = false, feasible = true;
-  std::map<double, int64_t> mhz_layers;    // layers run at each clock (MHz)
-  std::optional<dvfs::Measured> measured;  // backend linux: what the real board measured
+  std::map<double, int64_t> mhz_layers;      // layers run at each clock (MHz)
+  std::optional<dvfs::Measured> measured;    // backend linux: what the real board measured
+  std::vector<std::vector<float>> timeline;  // MHz per layer, one row per pass (batch_cosim.h)
 };
 
 // What happens to a request, in order: tokens, then exactly one Done.
