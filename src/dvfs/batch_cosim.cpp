@@ -30,9 +30,10 @@ BatchCoSim::BatchCoSim(const ModelConfig& model, const CoSimOptions& opt) : opt_
   po_.n_batch = opt.n_batch;
   if (opt.controller == "learned") po_.learned_net = load_learned_net(*model_, opt.policy_path);
   (void)make_policy(opt.controller, model_, po_);  // an unknown name fails here, not later
-  if (opt.backend == "linux")
+  if (opt.backend == "linux") {
     real_ = std::make_unique<RealBoard>(opt.sysfs_root, opt.knob, model_->levels());
-  else if (opt.backend != "sim")
+    (void)real_->meter();  // the rails' first sample: energy counts from here
+  } else if (opt.backend != "sim")
     fail("unknown device backend \"", opt.backend, "\": use sim or linux");
 }
 

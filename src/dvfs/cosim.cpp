@@ -31,6 +31,15 @@ CoSim::CoSim(const ModelConfig& model, const CoSimOptions& opt, int64_t prompt_t
   feasible_ = feasible_at_top(*dev_, req_, dev_->now_s(), opt.n_batch);
   driver_.emplace(*dev_, *policy_, req_, dev_->now_s(),
                   opt.predicted > 0 ? opt.predicted : req_.output, opt.n_batch);
+  if (opt.backend == "linux") {
+    real_ = std::make_unique<RealBoard>(opt.sysfs_root, opt.knob, model_->levels());
+    measured_.emplace();
+    measured_->board = real_->name();
+    (void)real_->meter();  // the rails' first sample: energy counts from here
+    real_t0_ = real_->now_s();
+  } else if (opt.backend != "sim") {
+    fail("unknown device backend \"", opt.backend, "\": use sim or linux");
+  }
 }
 
 LayerHook CoSim::hook() {
@@ -45,6 +54,10 @@ void CoSim::on_event(const LayerEvent& ev) {
   const double t0 = dev_->now_s(), e0 = dev_->energy_j();
   const double s = dev_->corunner_intensity();
   driver_->on_event(ev);  // the controller picks the clock, the device charges the layer
+  if (real_) {            // the same clock on the board itself, before the layer runs there
+    measured_->energy_j += real_->on_layer(dev_->level());
+    ++measured_->mhz_layers[real_->mhz_now()];
+  }
   const double mhz = model_->levels()[static_cast<size_t>(dev_->level())].mhz;
   const int64_t token = ev.phase == Phase::Prefill ? ev.pos : decode_passes_;
   rows_.push_back({pass_, ev.phase, ev.layer, token, ev.n_tokens, mhz, t0, dev_->now_s() - t0,
@@ -54,6 +67,10 @@ void CoSim::on_event(const LayerEvent& ev) {
 RequestResult CoSim::finish() {
   RequestResult r = driver_->finish();
   r.feasible = feasible_;
+  if (real_) {
+    measured_->energy_j += real_->meter();
+    measured_->time_s = real_->now_s() - real_t0_;
+  }
   return r;
 }
 
@@ -63,14 +80,20 @@ std::string CoSim::summary_line(const RequestResult& r) const {
                 "%s on %s, controller %s, co-runner %s: prompt %lld tokens, %lld generated | TTFT "
                 "%.1f ms (target %.1f) | TPOT %.2f ms (target %.2f) | end-to-end %.1f ms | energy "
                 "%.4f J | SLO %s%s | %lld frequency switches",
-                model_->model().name.c_str(), model_->profile().name.c_str(),
-                opt_.controller.c_str(), opt_.corunner.c_str(), static_cast<long long>(r.prompt),
-                static_cast<long long>(r.output), r.ttft_s * 1e3, r.ttft_target_s * 1e3,
-                r.tpot_s * 1e3, r.tpot_target_s * 1e3, r.e2e_s * 1e3, r.energy_j,
-                r.met ? "met" : "missed",
+                model_->model().name.empty() ? "unnamed model" : model_->model().name.c_str(),
+                model_->profile().name.c_str(), opt_.controller.c_str(), opt_.corunner.c_str(),
+                static_cast<long long>(r.prompt), static_cast<long long>(r.output), r.ttft_s * 1e3,
+                r.ttft_target_s * 1e3, r.tpot_s * 1e3, r.tpot_target_s * 1e3, r.e2e_s * 1e3,
+                r.energy_j, r.met ? "met" : "missed",
                 r.feasible ? "" : " (infeasible: the top clock cannot meet it either)",
                 static_cast<long long>(r.switches));
-  return buf;
+  std::string line = buf;
+  if (measured_) {
+    std::snprintf(buf, sizeof buf, " | measured on %s: %.1f ms, %.4f J", measured_->board.c_str(),
+                  measured_->time_s * 1e3, measured_->energy_j);
+    line += buf;
+  }
+  return line;
 }
 
 void CoSim::write_trace(const std::string& path) const {

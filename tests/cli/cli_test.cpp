@@ -11,6 +11,8 @@
 #include <sstream>
 #include <string>
 
+#include "device/fake_sysfs.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -96,6 +98,18 @@ TEST_F(Cli, RunOnADeviceWritesItsTrace) {
   EXPECT_NE(err_.find("SLO targets"), std::string::npos) << err_;
   EXPECT_NE(run(base + "--trace x.csv"), 0);
   EXPECT_NE(err_.find("--trace needs --device"), std::string::npos) << err_;
+
+  // On a board (here a Jetson-shaped sysfs tree): the clock is set there too, and measured.
+  const fs::path root = cln::testing::make_tree("cli-run-linux");
+  const std::string on_board = base + "--ignore-eos --device orin-nx-16gb --dvfs powersave " +
+                               "--slo chatbot --backend linux --sysfs-root " + root.string();
+  ASSERT_EQ(run(on_board), 0) << err_;
+  EXPECT_NE(err_.find("| measured on linux:17000000.gpu: "), std::string::npos) << err_;
+  EXPECT_EQ(cln::testing::get(root / "sys/class/devfreq/17000000.gpu/max_freq"), "306000000");
+  EXPECT_NE(run(on_board + " --knob policy9"), 0);
+  EXPECT_NE(err_.find("no frequency knob named \"policy9\""), std::string::npos) << err_;
+  EXPECT_NE(run(base + "--backend linux"), 0);
+  EXPECT_NE(err_.find("--backend linux needs --device"), std::string::npos) << err_;
 }
 
 TEST_F(Cli, ABinaryWithoutItsDataSaysWhereItLooked) {

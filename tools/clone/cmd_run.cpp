@@ -29,6 +29,7 @@ struct Opts {
   bool ignore_eos = false;
   // Co-simulation on a modelled device.
   std::string device, dvfs = "learned", policy_file, slo, corunner = "idle", trace;
+  std::string backend = "sim", sysfs_root = "/", knob;  // --backend linux: the real knob
   double ttft_ms = 0, tpot_ms = 0;
   uint64_t corunner_seed = 1;
   int64_t predicted = 0;
@@ -44,6 +45,7 @@ std::unique_ptr<cln::dvfs::CoSim> make_cosim(const Opts& o, const cln::Model& m,
   c.ttft_target_s = o.ttft_ms * 1e-3, c.tpot_target_s = o.tpot_ms * 1e-3;
   c.corunner = o.corunner, c.corunner_seed = o.corunner_seed, c.predicted = o.predicted;
   c.n_batch = kBatch;
+  c.backend = o.backend, c.sysfs_root = o.sysfs_root, c.knob = o.knob;
   return std::make_unique<cln::dvfs::CoSim>(m.config(), c, prompt_tokens, std::max(1, o.n_predict));
 }
 
@@ -62,6 +64,10 @@ int run(const Opts& o) {
     ctx.set_hook(cosim->hook());
   } else if (!o.trace.empty()) {
     fail("--trace needs --device (the trace is the simulated device's)");
+  } else if (o.backend == "linux") {
+    fail(
+        "--backend linux needs --device: the profile of this board, which the controller "
+        "plans with");
   }
   std::fputs(prompt.c_str(), stdout);
   std::fflush(stdout);
@@ -146,6 +152,17 @@ const cln::cli::Register reg{
           ->capture_default_str();
       g->add_option("--corunner-seed", o->corunner_seed, "co-runner trace seed")
           ->capture_default_str();
+      g->add_option("--backend", o->backend,
+                    "sim: the modelled device only; linux: each chosen clock is also set on "
+                    "this machine's knob (sysfs), time and energy measured there beside the "
+                    "model's")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"sim", "linux"}));
+      g->add_option("--sysfs-root", o->sysfs_root, "linux backend: where sysfs is")
+          ->capture_default_str();
+      g->add_option("--knob", o->knob,
+                    "linux backend: the frequency knob (clone device probe lists them; default "
+                    "the GPU's devfreq, else the first writable one)");
       g->add_option("--predicted-tokens", o->predicted,
                     "output length the controller is told (0 = --n-predict)")
           ->check(CLI::NonNegativeNumber);

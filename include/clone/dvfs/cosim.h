@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "clone/device/sim.h"
+#include "clone/dvfs/real_board.h"
 #include "clone/dvfs/runner.h"
 #include "clone/engine/hook.h"
 #include "clone/engine/model_config.h"
@@ -73,6 +74,8 @@ class CoSim {
   const std::vector<TraceRow>& trace() const { return rows_; }
   const device::CostModel& cost_model() const { return *model_; }
   const workload::Request& request() const { return req_; }
+  // Backend "linux": what the real board measured (after finish()).
+  const std::optional<Measured>& measured() const { return measured_; }
 
   // One line: model, profile, controller, co-runner, lengths, TTFT/TPOT against targets,
   // end-to-end time, energy, SLO met or missed (and infeasible), frequency switches.
@@ -92,6 +95,9 @@ class CoSim {
   bool feasible_ = true;
   int64_t pass_ = -1, decode_passes_ = 0;
   std::vector<TraceRow> rows_;
+  std::unique_ptr<RealBoard> real_;
+  std::optional<Measured> measured_;
+  double real_t0_ = 0;
 };
 
 }  // namespace cln::dvfs
