@@ -212,6 +212,7 @@ struct LlamaModel::Exec {
   const std::vector<int32_t>& tokens;
   std::vector<int32_t> pos;
   int64_t n_seq, seq_len;
+  const ForwardProbe* probe = nullptr;
 
   using Value = TensorP;
 
@@ -223,6 +224,7 @@ struct LlamaModel::Exec {
   }
   TensorP linear(const TensorP& x, int32_t il, LayerMatrix w) {
     const auto k = static_cast<size_t>(index(w));
+    if (probe && probe->matrix_input) probe->matrix_input(il, w, x);
     TensorP y = op::linear(g, x, m.layers_[static_cast<size_t>(il)].mat[k]);
     for (const Adapter& a : m.adapters_) {
       const LoraTensors& p = a.pairs[static_cast<size_t>(il)][k];
@@ -242,7 +244,9 @@ struct LlamaModel::Exec {
   }
   TensorP silu_mul(const TensorP& gate, const TensorP& up) { return op::silu_mul(g, gate, up); }
   TensorP residual(const TensorP& x, const TensorP& in, int32_t il, LayerMatrix w) {
-    return op::add(g, x, linear(in, il, w));
+    TensorP out = op::add(g, x, linear(in, il, w));
+    if (probe && probe->half) probe->half(il, w == LayerMatrix::O, x, out);
+    return out;
   }
   TensorP head(const TensorP& x) {
     return op::linear(g, op::rmsnorm(g, x, m.output_norm_, m.cfg_.rms_eps), m.output_);
@@ -250,13 +254,13 @@ struct LlamaModel::Exec {
 };
 
 TensorP LlamaModel::forward(Graph& g, const std::vector<int32_t>& tokens, int64_t n_seq,
-                            int64_t seq_len) const {
+                            int64_t seq_len, const ForwardProbe* probe) const {
   const int64_t n = n_seq * seq_len;
   if (static_cast<int64_t>(tokens.size()) != n)
     fail("forward: ", tokens.size(), " tokens for ", n_seq, " sequences of ", seq_len);
   if (seq_len > cfg_.n_ctx_train)
     fail("forward: sequence length ", seq_len, " exceeds the context of ", cfg_.n_ctx_train);
-  Exec e{*this, g, tokens, std::vector<int32_t>(static_cast<size_t>(n)), n_seq, seq_len};
+  Exec e{*this, g, tokens, std::vector<int32_t>(static_cast<size_t>(n)), n_seq, seq_len, probe};
   for (int64_t i = 0; i < n; ++i) e.pos[static_cast<size_t>(i)] = static_cast<int32_t>(i % seq_len);
   return llama_forward(e, cfg_);
 }

@@ -112,6 +112,38 @@ TEST_F(Cli, RunOnADeviceWritesItsTrace) {
   EXPECT_NE(err_.find("--backend linux needs --device"), std::string::npos) << err_;
 }
 
+TEST_F(Cli, PruneWritesAModelThatRunsAndRefusesBadRequests) {
+  const std::string model = (dir_ / "prune-dense.gguf").string();
+  ASSERT_EQ(run("init-model -o " + model +
+                " --layers 3 --embd 64 --heads 4 --kv-heads 2 --ff 128 --vocab 300 --ctx 256"
+                " --seed 5 --name prune-tiny"),
+            0)
+      << err_;
+  const std::string pruned = (dir_ / "pruned.gguf").string(), plan = (dir_ / "plan.json").string();
+  ASSERT_EQ(run("prune -m " + model + " -o " + pruned + " --method random --ratio 0.5 --plan-out " +
+                plan),
+            0)
+      << err_;
+  EXPECT_NE(out_.find("layer 2: 2/4 heads (2/2 KV), 64/128 FFN"), std::string::npos) << out_;
+  ASSERT_EQ(run("run -m " + pruned + " -p 'the quick brown fox' -t 1 --temp 0 -n 3"), 0) << err_;
+  // The plan written reproduces the cut.
+  ASSERT_EQ(run("prune -m " + model + " -o " + pruned + " --plan " + plan), 0) << err_;
+  EXPECT_NE(out_.find("by plan"), std::string::npos) << out_;
+
+  EXPECT_NE(run("prune -m " + model + " -o " + pruned), 0);
+  EXPECT_NE(err_.find("give one of --ratio"), std::string::npos) << err_;
+  EXPECT_NE(run("prune -m " + model + " -o " + pruned + " --method block --ratio 0.5"), 0);
+  EXPECT_NE(err_.find("give --remove-halves N"), std::string::npos) << err_;
+  const std::string ratios = (dir_ / "ratios.json").string();
+  std::ofstream(ratios) << R"({"attn": [0, 0.5], "ffn": [0, 0, 0]})";
+  EXPECT_NE(run("prune -m " + model + " -o " + pruned + " --ratios " + ratios), 0);
+  EXPECT_NE(err_.find("2 attention and 3 FFN ratios for a model of 3 layers"), std::string::npos)
+      << err_;
+  std::ofstream(ratios) << R"({"attn": [0, 0.5, 0], "ffn": [0, 2, 0]})";
+  EXPECT_NE(run("prune -m " + model + " -o " + pruned + " --ratios " + ratios), 0);
+  EXPECT_NE(err_.find("layer 1: the FFN ratio 2 is outside [0, 1]"), std::string::npos) << err_;
+}
+
 TEST_F(Cli, ABinaryWithoutItsDataSaysWhereItLooked) {
   const fs::path bin = dir_ / "alone" / "bin";
   fs::create_directories(bin);

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -41,6 +42,16 @@ struct Adapter {
   std::vector<TensorP> params() const;
 };
 
+// What a forward pass shows of itself, for structured-pruning importance
+// (prune/importance.h). Values are computed when the probe is called.
+struct ForwardProbe {
+  // The input of each layer matrix (the normed hidden state for Q, K, V, gate and up; the
+  // attention output for O; silu(gate) * up for down), [tokens, in].
+  std::function<void(int32_t layer, LayerMatrix m, const TensorP& input)> matrix_input;
+  // The residual stream before and after each half of a layer (attn: true for attention).
+  std::function<void(int32_t layer, bool attn, const TensorP& before, const TensorP& after)> half;
+};
+
 class LlamaModel {
  public:
   // Seeded init: matrices ~ N(0, 0.02), the residual-output projections (attn_output,
@@ -68,8 +79,8 @@ class LlamaModel {
 
   // Logits [n_seq * seq_len, n_vocab] for n_seq sequences of seq_len tokens each (rows
   // sequence-major); positions restart at 0 in every sequence.
-  TensorP forward(Graph& g, const std::vector<int32_t>& tokens, int64_t n_seq,
-                  int64_t seq_len) const;
+  TensorP forward(Graph& g, const std::vector<int32_t>& tokens, int64_t n_seq, int64_t seq_len,
+                  const ForwardProbe* probe = nullptr) const;
 
   // The engine's model over these weights as they are now (no copy; adapters not included):
   // evaluation and generation run the trained weights through the inference engine.
