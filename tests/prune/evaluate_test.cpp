@@ -1,0 +1,80 @@
+// Judging candidates: the search score's penalties, the device cost of pruned shapes,
+// validation perplexity of a plan (the dense plan gives the dense model's), and calibration
+// windows drawn from the corpora.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "clone/core/error.h"
+#include "clone/data/tokenizer_train.h"
+#include "clone/engine/presets.h"
+#include "clone/prune/evaluate.h"
+#include "clone/prune/importance.h"
+#include "data/fixture.h"
+
+using namespace cln;
+using namespace cln::prune;
+
+TEST(Evaluate, TheScorePenalisesOnlyWhatIsOverBudget) {
+  const Budget b{0.1, 2.0, 2, 2};
+  EXPECT_DOUBLE_EQ(search_score(10, {0, 0.05, 0, 1.0}, b), 0.1);            // within both
+  EXPECT_DOUBLE_EQ(search_score(10, {0, 0.05, 0, 4.0}, b), 0.1 * 0.25);     // energy 2x over
+  EXPECT_DOUBLE_EQ(search_score(10, {0, 0.2, 0, 1.0}, b), 0.1 * 0.25);      // latency 2x over
+  EXPECT_DOUBLE_EQ(search_score(10, {0, 0.2, 0, 4.0}, b), 0.1 * 0.0625);    // both
+  EXPECT_DOUBLE_EQ(search_score(10, {0, 0.2, 0, 4.0}, {0, 0, 2, 2}), 0.1);  // no budgets
+  EXPECT_THROW(search_score(0, {}, b), Error);
+}
+
+TEST(Evaluate, PrunedShapesCostLessOnTheBoard) {
+  const auto nx = device::DeviceProfile::find("orin-nx-16gb");
+  const ModelConfig dense = model_preset("tinyllama-1.1b");
+  ModelConfig half_ffn = dense, fewer_heads = dense, no_attn = dense;
+  for (auto& l : half_ffn.layers) l.n_ff /= 2;
+  for (auto& l : fewer_heads.layers) l.n_head /= 2;
+  for (size_t i = 0; i < no_attn.layers.size(); i += 2)
+    no_attn.layers[i].n_head = 0, no_attn.layers[i].n_head_kv = 0;
+  const DeviceCost d = device_cost(dense, nx, {});
+  for (const ModelConfig* c : {&half_ffn, &fewer_heads, &no_attn}) {
+    const DeviceCost p = device_cost(*c, nx, {});
+    EXPECT_LT(p.tpot_s, d.tpot_s);
+    EXPECT_LT(p.energy_j, d.energy_j);
+    EXPECT_LE(p.ttft_s, d.ttft_s);
+  }
+  // The decode is memory-bound: halving the FFN saves about its share of the weights.
+  EXPECT_LT(device_cost(half_ffn, nx, {}).tpot_s, 0.85 * d.tpot_s);
+}
+
+TEST(Evaluate, ValidationPerplexityOfAPlan) {
+  const std::string data = data::testing::tiny_data("prune-eval");
+  const Vocab v = data::vocab_from_sentencepiece(data + "/tokenizer.model");
+  const ModelConfig c =
+      train::llama_shape(static_cast<int64_t>(v.tokens.size()), 32, 2, 4, 2, 48, 64);
+  train::LlamaModel m = train::LlamaModel::init(c, 9);
+  const std::string path = data::testing::temp_dir("prune-eval-model") + "/dense.gguf";
+  m.write_gguf(path, v);
+  const Validation val{data, 16, 4, 1};
+  const double dense = validation_ppl(path, val);
+  EXPECT_GT(dense, 1.0);
+  const auto f = GgufFile::open(path);
+  const std::string tmp = data::testing::temp_dir("prune-eval-tmp");
+  EXPECT_NEAR(validation_ppl(*f, PrunePlan::dense(c), val, tmp), dense, 1e-9 * dense);
+  PrunePlan p = PrunePlan::dense(c);
+  p.layers[1].ff.resize(8);
+  EXPECT_NE(validation_ppl(*f, p, val, tmp), dense);
+
+  // Calibration windows are slices of the training split's token files.
+  const Calibration cal = calibration_from_data(data, v, 6, 10, 3);
+  ASSERT_EQ(cal.tokens.size(), 6u * 11u);
+  const auto& names = data::domain_names();
+  for (int64_t s = 0; s < 6; ++s) {
+    const auto t = data::read_token_file(
+        data::token_file_path(data, names[static_cast<size_t>(s) % names.size()], "train"), v, "t");
+    const auto first = cal.tokens.begin() + s * 11;
+    const auto it = std::search(t.tokens.begin(), t.tokens.end(), first, first + 11,
+                                [](uint16_t a, int32_t b) { return a == b; });
+    EXPECT_NE(it, t.tokens.end()) << "window " << s;
+  }
+  EXPECT_EQ(calibration_from_data(data, v, 6, 10, 3).tokens, cal.tokens);  // seeded
+  EXPECT_THROW(calibration_from_data(data + "/nowhere", v, 2, 10, 3), Error);
+}
