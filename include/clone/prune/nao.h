@@ -20,7 +20,6 @@ namespace cln::prune {
 
 struct NaoOptions {
   int levels = 9;       // ratio steps: level k is ratio k / (levels - 1)
-  int64_t embed = 16;   // token embedding width
   int64_t hidden = 64;  // LSTM and embedding width
   int epochs = 500;     // full-batch training steps per call to train()
   double lr = 1e-2;
