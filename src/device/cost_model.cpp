@@ -75,6 +75,10 @@ Work CostModel::work(int layer, Phase phase, int64_t pos, int64_t n_tokens) cons
     pc = layer_pass(model_, layer, pos, n_tokens, po);
   }
   Work w;
+  if (layer < n_layer()) {
+    const LayerShape& s = model_.layers[static_cast<size_t>(layer)];
+    w.fixed = 0.5 * (s.has_attention() ? 1 : 0) + 0.5 * (s.has_ffn() ? 1 : 0);
+  }
   w.flops = pc.matmul_flops + pc.attn_flops + pc.other_flops;
   w.dram_bytes = pc.weight_bytes * resident_ + pc.kv_bytes + pc.act_bytes;
   w.stream_bytes = pc.weight_bytes * (1 - resident_);
@@ -95,7 +99,7 @@ Cost CostModel::cost(const Work& w, int level, double intensity) const {
   double tc = w.flops / (unit_->work_per_cycle * hz * fit.compute_efficiency * avail);
   double tm = w.dram_bytes / (profile_.memory.peak_bandwidth() * fit.dram_efficiency * avail);
   if (fit.core_bytes_per_cycle > 0) tm += w.dram_bytes / (fit.core_bytes_per_cycle * hz * avail);
-  double t = std::max(tc, tm) + fit.overlap * std::min(tc, tm) + fit.layer_overhead_us * 1e-6;
+  double t = std::max(tc, tm) + fit.overlap * std::min(tc, tm) + fit.layer_overhead_us * 1e-6 * w.fixed;
   double ts = w.stream_bytes / (profile_.storage_gbps * 1e9);
   t = std::max(t, ts);
   Cost c;

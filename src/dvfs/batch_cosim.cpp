@@ -114,6 +114,7 @@ void BatchCoSim::on_event(const LayerEvent& ev) {
     w.lpu_flops += x.lpu_flops - shared.lpu_flops;
     rows += it.n_tokens;
   }
+  w.fixed = shared.fixed;  // the layer's fixed cost, once for the batch
   w.flops += shared.flops, w.dram_bytes += shared.dram_bytes;
   w.stream_bytes += shared.stream_bytes, w.lpu_flops += shared.lpu_flops;
   dev_->on_work(w);

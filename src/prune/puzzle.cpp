@@ -12,7 +12,10 @@ std::vector<Block> build_library(const GgufFile& dense, const Scores& scores, co
                                  const device::DeviceProfile& profile, const Workload& w,
                                  const LibraryOptions& o) {
   const ModelConfig c = ModelConfig::from_gguf(dense);
-  const double base_nll = std::log(validation_ppl(dense, PrunePlan::dense(c), val, o.tmp_dir));
+  const auto ppl = [&](const PrunePlan& p) {
+    return o.ppl ? o.ppl(p) : validation_ppl(dense, p, val, o.tmp_dir);
+  };
+  const double base_nll = std::log(ppl(PrunePlan::dense(c)));
   const DeviceCost base = device_cost(c, profile, w);
   int total = 0, done = 0;
   for (int64_t il = 0; il < c.n_layer(); ++il)
@@ -41,7 +44,7 @@ std::vector<Block> build_library(const GgufFile& dense, const Scores& scores, co
           const DeviceCost cost = device_cost(plan.shape(c), profile, w);
           Variant v;
           v.ratio = r;
-          v.dloss = std::log(validation_ppl(dense, plan, val, o.tmp_dir)) - base_nll;
+          v.dloss = std::log(ppl(plan)) - base_nll;
           v.dtime_s = cost.tpot_s - base.tpot_s;
           v.denergy_j = cost.energy_j - base.energy_j;
           it = by_width.emplace(width, v).first;

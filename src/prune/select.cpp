@@ -118,4 +118,46 @@ Ratios remove_halves(const ModelConfig& c, const Scores& block, int n) {
   return r;
 }
 
+Ratios global_ratios(const ModelConfig& c, const Scores& s, double fraction) {
+  if (!(fraction >= 0 && fraction <= 1)) fail("pruning: fraction ", fraction, " is outside [0, 1]");
+  if (s.method == Method::Block) fail("pruning: global ranking needs unit scores, not block");
+  struct Unit {
+    double z;
+    size_t layer;
+    bool attn;
+    double params;
+  };
+  std::vector<Unit> units;
+  double total = 0;
+  const auto d = static_cast<double>(c.n_embd);
+  for (size_t il = 0; il < static_cast<size_t>(c.n_layer()); ++il)
+    for (const bool attn : {true, false}) {
+      const std::vector<double>& v = attn ? s.head[il] : s.ff[il];
+      if (v.empty()) continue;
+      double mean = 0, var = 0;
+      for (double x : v) mean += x;
+      mean /= static_cast<double>(v.size());
+      for (double x : v) var += (x - mean) * (x - mean);
+      const double sd = std::sqrt(var / static_cast<double>(v.size()));
+      const double w = attn ? d * static_cast<double>(c.head_dim_k + c.head_dim_v) : 3 * d;
+      for (double x : v) {
+        units.push_back({sd > 0 ? (x - mean) / sd : 0.0, il, attn, w});
+        total += w;
+      }
+    }
+  std::stable_sort(units.begin(), units.end(),
+                   [](const Unit& a, const Unit& b) { return a.z < b.z; });
+  Ratios r = Ratios::uniform(c.n_layer(), 0.0);
+  double removed = 0;
+  for (const Unit& u : units) {
+    if (removed >= fraction * total) break;
+    removed += u.params;
+    const LayerShape& sh = c.layers[u.layer];
+    (u.attn ? r.attn : r.ffn)[u.layer] += 1.0 / static_cast<double>(u.attn ? sh.n_head : sh.n_ff);
+  }
+  for (size_t il = 0; il < r.attn.size(); ++il)
+    r.attn[il] = std::min(1.0, r.attn[il]), r.ffn[il] = std::min(1.0, r.ffn[il]);
+  return r;
+}
+
 }  // namespace cln::prune

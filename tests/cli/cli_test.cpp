@@ -56,13 +56,13 @@ TEST_F(Cli, HelpWorksAndUnknownSubcommandsAreErrors) {
   EXPECT_NE(out_.find("--profiles-dir"), std::string::npos) << out_;
   ASSERT_EQ(run("device show --help"), 0) << err_;
 
-  EXPECT_NE(run("tailor --help"), 0) << out_;
-  EXPECT_NE(err_.find("unknown subcommand \"tailor\""), std::string::npos) << err_;
+  EXPECT_NE(run("frobnicate --help"), 0) << out_;
+  EXPECT_NE(err_.find("unknown subcommand \"frobnicate\""), std::string::npos) << err_;
   EXPECT_EQ(out_.find("Usage"), std::string::npos) << out_;  // not the main help
-  EXPECT_NE(run("tailor"), 0);
-  EXPECT_NE(err_.find("unknown subcommand \"tailor\""), std::string::npos) << err_;
-  EXPECT_NE(run("device tailor --help"), 0);
-  EXPECT_NE(err_.find("unknown subcommand \"tailor\" of `clone device`"), std::string::npos)
+  EXPECT_NE(run("frobnicate"), 0);
+  EXPECT_NE(err_.find("unknown subcommand \"frobnicate\""), std::string::npos) << err_;
+  EXPECT_NE(run("device frobnicate --help"), 0);
+  EXPECT_NE(err_.find("unknown subcommand \"frobnicate\" of `clone device`"), std::string::npos)
       << err_;
   EXPECT_NE(run(""), 0);  // a subcommand is required
 }

@@ -190,6 +190,21 @@ TEST(CostModel, PerLayerShapesAndLora) {
   EXPECT_NEAR(m.work(5, Phase::Decode, 10, 1).flops, 0.5 * m.work(4, Phase::Decode, 10, 1).flops,
               0.1 * m.work(4, Phase::Decode, 10, 1).flops);
   EXPECT_LT(m.work(6, Phase::Decode, 10, 1).dram_bytes, 1e6);
+  // The fixed per-layer cost goes with the halves a layer still has.
+  pruned.layers[7] = LayerShape{0, 0, 16384};  // FFN only
+  CostModel h(nx, pruned);
+  const double oh = nx.fit.layer_overhead_us * 1e-6;
+  ASSERT_GT(oh, 0);
+  EXPECT_DOUBLE_EQ(h.work(4, Phase::Decode, 10, 1).fixed, 1.0);
+  EXPECT_DOUBLE_EQ(h.work(7, Phase::Decode, 10, 1).fixed, 0.5);
+  EXPECT_DOUBLE_EQ(h.work(6, Phase::Decode, 10, 1).fixed, 0.0);
+  const int top = h.max_level();
+  Work no_fixed = h.work(7, Phase::Decode, 10, 1);
+  no_fixed.fixed = 0;
+  EXPECT_NEAR(h.cost(h.work(7, Phase::Decode, 10, 1), top, 0).time_s -
+                  h.cost(no_fixed, top, 0).time_s,
+              0.5 * oh, 1e-12);
+  EXPECT_LT(h.cost(h.work(6, Phase::Decode, 10, 1), top, 0).time_s, 0.1 * oh);  // empty layer
   CostOptions lo;
   lo.n_experts = 4;
   CostModel with(nx, model_preset("gemma-2b"), lo);

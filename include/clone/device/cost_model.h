@@ -5,7 +5,7 @@
 //
 //   tc = flops / (work_per_cycle * f * compute_efficiency * a)         a = 1 - contention*s
 //   tm = bytes / (peak_bw * dram_efficiency * a) + bytes / (core_bytes_per_cycle * f * a)
-//   t  = max(max(tc, tm) + overlap * min(tc, tm) + layer_overhead, streamed / storage_bw)
+//   t  = max(max(tc, tm) + overlap * min(tc, tm) + layer_overhead * fixed, streamed / storage_bw)
 //   P  = board_idle + static_w_per_v*V + c*V^2*f*(idle_activity + (1-idle_activity)*tc/t)
 //        + DRAM pJ/byte * bytes / t + memory static
 #pragma once
@@ -27,6 +27,9 @@ struct Work {
   double dram_bytes = 0;    // DRAM traffic: resident weights, KV cache, activations, adapters
   double stream_bytes = 0;  // weights streamed from storage (model does not fit in memory)
   double lpu_flops = 0;     // adapter FLOPs run on the LPU (LPU on)
+  // Share of the fixed per-layer cost (launches, sync) this pass pays: 1 for a whole layer
+  // and the head, half for a layer with one of its halves pruned away, 0 for an empty one.
+  double fixed = 1;
 };
 
 struct Cost {

@@ -38,6 +38,8 @@ struct LibraryOptions {
   std::string tmp_dir = "/tmp";
   // Called after each variant is scored (done, total).
   std::function<void(int, int)> progress;
+  // Validation perplexity of a plan, when the caller caches them (default: validation_ppl).
+  std::function<double(const PrunePlan&)> ppl;
 };
 
 // Scores every variant of every block. Units within a block follow `scores` (any unit

@@ -27,4 +27,10 @@ PrunePlan plan_from_ratios(const ModelConfig& c, const Scores& s, const Ratios& 
 // Influence removed, everything else kept. Needs block scores.
 Ratios remove_halves(const ModelConfig& c, const Scores& block, int n);
 
+// FLAP-style adaptive ratios: every query head and FFN channel scored by its standardised
+// score within its layer and kind ((s - mean) / std), ranked across all layers, and the
+// lowest removed until `fraction` of the prunable weights (heads: their Q rows and O
+// columns; channels: gate, up and down) is gone; the ratios are what each layer lost.
+Ratios global_ratios(const ModelConfig& c, const Scores& s, double fraction);
+
 }  // namespace cln::prune

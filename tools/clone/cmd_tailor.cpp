@@ -1,0 +1,76 @@
+// clone tailor: CLONE's offline customisation of a model for one device and workload
+// (prune/tailor.h): the generative search over per-layer pruning ratios, seeded with every
+// baseline, judged on validation perplexity and the device model's latency and energy.
+#include <cstdio>
+#include <memory>
+
+#include "clone/core/error.h"
+#include "clone/prune/tailor.h"
+#include "subcommand.h"
+
+namespace {
+
+struct Opts {
+  cln::prune::TailorOptions t;
+  std::string units = "taylor", workload = "chat";
+};
+
+const cln::cli::Register reg{
+    "tailor",
+    "Tailor a model to a device: per-layer pruning ratios by the generative search within a "
+    "latency and an energy budget; writes <out>/model.gguf and a report",
+    [](CLI::App& app) {
+      auto o = std::make_shared<Opts>();
+      app.add_option("-m,--model", o->t.model, "dense model GGUF")
+          ->required()
+          ->check(CLI::ExistingFile);
+      app.add_option("--profile", o->t.profile, "device profile (name or JSON)")
+          ->capture_default_str();
+      app.add_option("--workload", o->workload, "chat (128 in, 242 out) or custom")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"chat", "custom"}));
+      app.add_option("--prompt-tokens", o->t.workload.prompt, "the request's prompt length")
+          ->capture_default_str();
+      app.add_option("--output-tokens", o->t.workload.output, "the request's output length")
+          ->capture_default_str();
+      app.add_option("--latency-budget", o->t.latency_budget,
+                     "TPOT budget as a share of the dense model's on the profile")
+          ->capture_default_str()
+          ->check(CLI::Range(0.01, 1.0));
+      app.add_option("--energy-budget", o->t.energy_budget,
+                     "request energy budget as a share of the dense model's")
+          ->capture_default_str()
+          ->check(CLI::Range(0.01, 1.0));
+      app.add_option("--units", o->units,
+                     "importance that picks the units: taylor, wanda, magnitude")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"taylor", "wanda", "magnitude"}));
+      app.add_option("--data", o->t.data_dir, "corpora (clone data build)")->capture_default_str();
+      app.add_option("--out", o->t.out_dir, "report folder (resumes from its candidates.jsonl)")
+          ->capture_default_str();
+      app.add_option("--rounds", o->t.rounds, "search rounds")->capture_default_str();
+      app.add_option("--per-round", o->t.per_round, "proposals per round")->capture_default_str();
+      app.add_option("--random-samples", o->t.random_samples,
+                     "random ratio vectors among the samples")
+          ->capture_default_str();
+      app.add_flag("!--no-puzzle", o->t.puzzle,
+                   "leave the Puzzle-style optimiser out of the samples");
+      app.add_option("--val-windows", o->t.val.windows, "validation windows per domain")
+          ->capture_default_str();
+      app.add_option("--val-len", o->t.val.seq_len, "validation window length")
+          ->capture_default_str();
+      app.add_option("--seed", o->t.seed, "seed")->capture_default_str();
+      app.add_option("-t,--threads", o->t.threads, "threads")->capture_default_str();
+      return [o] {
+        o->t.units = cln::prune::method_from_name(o->units);
+        o->t.workload.name = o->workload;
+        if (o->workload == "chat") o->t.workload.prompt = 128, o->t.workload.output = 242;
+        o->t.log = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
+        const cln::prune::TailorResult r = cln::prune::tailor(o->t);
+        cln::prune::write_report(o->t, r);
+        std::printf("%s/summary.md\n", o->t.out_dir.c_str());
+        return r.feasible ? 0 : 3;
+      };
+    }};
+
+}  // namespace
