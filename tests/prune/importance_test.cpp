@@ -241,3 +241,42 @@ TEST(Importance, RandomIsSeeded) {
   EXPECT_THROW(score(Method::Wanda, m, {}), Error);  // needs calibration text
   EXPECT_THROW(method_from_name("l1"), Error);
 }
+
+TEST(Select, GlobalRankingRemovesTheLowestStandardisedUnitsAcrossLayers) {
+  const ModelConfig c = tiny();  // layer 0: FFN only (24); layers 1, 2: 4 heads, FFN 24 / 20
+  Scores s;
+  s.method = Method::Magnitude;
+  s.attn.assign(3, 1), s.ffn.assign(3, 1);
+  for (size_t il = 0; il < 3; ++il) {
+    const LayerShape& sh = c.layers[il];
+    s.head.emplace_back(), s.kv.emplace_back(), s.ff.emplace_back();
+    for (int64_t h = 0; h < sh.n_head; ++h) s.head.back().push_back(10.0 + static_cast<double>(h));
+    for (int64_t g = 0; g < sh.n_head_kv; ++g) s.kv.back().push_back(1.0);
+    // Layer 2's channels: one very low outlier, the rest alike; others evenly spread.
+    for (int64_t f = 0; f < sh.n_ff; ++f)
+      s.ff.back().push_back(il == 2 ? (f == 0 ? -100.0 : 1.0) : static_cast<double>(f));
+  }
+  EXPECT_EQ(global_ratios(c, s, 0.0).ffn, (std::vector<double>{0, 0, 0}));
+  // The smallest step removes the one unit with the lowest z: layer 2's outlier channel.
+  const Ratios r = global_ratios(c, s, 1e-6);
+  EXPECT_NEAR(r.ffn[2], 1.0 / 20, 1e-12);
+  EXPECT_EQ(r.ffn[0] + r.ffn[1] + r.attn[1] + r.attn[2], 0.0);
+  // Everything: every ratio 1.
+  const Ratios all = global_ratios(c, s, 1.0);
+  for (size_t il = 0; il < 3; ++il) EXPECT_NEAR(all.ffn[il], 1.0, 1e-9);
+  EXPECT_NEAR(all.attn[1], 1.0, 1e-9);
+  EXPECT_EQ(all.attn[0], 0.0);  // layer 0 has no heads to remove
+  // About half the prunable weights: ratios between, and not uniform.
+  const Ratios half = global_ratios(c, s, 0.5);
+  double removed = 0, total = 0;
+  const auto d = static_cast<double>(c.n_embd);
+  for (size_t il = 0; il < 3; ++il) {
+    const LayerShape& sh = c.layers[il];
+    const double hw = d * static_cast<double>(c.head_dim_k + c.head_dim_v);
+    removed += half.attn[il] * static_cast<double>(sh.n_head) * hw +
+               half.ffn[il] * static_cast<double>(sh.n_ff) * 3 * d;
+    total += static_cast<double>(sh.n_head) * hw + static_cast<double>(sh.n_ff) * 3 * d;
+  }
+  EXPECT_NEAR(removed / total, 0.5, 0.05);
+  EXPECT_THROW(global_ratios(c, s, 1.5), Error);
+}
