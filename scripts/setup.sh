@@ -20,6 +20,9 @@
 #   curl                          the server test drives `clone serve` as a user would
 #   chromium                      the chat page's test loads it in headless Chromium (driven by the
 #                                 puppeteer-core npm package, installed by the test)
+#   libopenmpi-dev openmpi-bin    `mpirun -np N clone tailor`: candidate evaluations over processes
+#                                 (the build and tests work without them; the test compares 2 ranks
+#                                 against one process)
 #   nodejs npm                    the server test's real client, the official `openai` npm package
 #                                 (installed by the test into the build folder); skipped here
 #                                 when a node and npm are already on PATH (e.g. from NodeSource)
@@ -28,7 +31,7 @@ pkgs=(cmake ninja-build g++ clang libhwy-dev libsentencepiece-dev sentencepiece
       nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libgtest-dev libgmock-dev
       libbenchmark-dev libfuzzer-14-dev python3-torch python3-numpy libopenblas0-pthread
       gnuplot-nox zlib1g-dev g++-aarch64-linux-gnu libhwy-dev:arm64 libgtest-dev:arm64 qemu-user
-      curl chromium)
+      curl chromium libopenmpi-dev openmpi-bin)
 if ! command -v node > /dev/null || ! command -v npm > /dev/null; then pkgs+=(nodejs npm); fi
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -12,48 +12,55 @@ std::vector<Block> build_library(const GgufFile& dense, const Scores& scores, co
                                  const device::DeviceProfile& profile, const Workload& w,
                                  const LibraryOptions& o) {
   const ModelConfig c = ModelConfig::from_gguf(dense);
-  const auto ppl = [&](const PrunePlan& p) {
-    return o.ppl ? o.ppl(p) : validation_ppl(dense, p, val, o.tmp_dir);
-  };
-  const double base_nll = std::log(ppl(PrunePlan::dense(c)));
   const DeviceCost base = device_cost(c, profile, w);
-  int total = 0, done = 0;
-  for (int64_t il = 0; il < c.n_layer(); ++il)
-    total += static_cast<int>(
-        (c.layers[static_cast<size_t>(il)].has_attention() ? o.attn_ratios.size() : 0) +
-        (c.layers[static_cast<size_t>(il)].has_ffn() ? o.ffn_ratios.size() : 0));
+  // Every distinct variant's plan first, then their perplexities in one batch.
+  struct Pending {
+    size_t block;
+    Variant v;
+  };
   std::vector<Block> lib;
+  std::vector<Pending> pending;
+  std::vector<PrunePlan> plans = {PrunePlan::dense(c)};
   for (int64_t il = 0; il < c.n_layer(); ++il) {
     for (const bool attn : {true, false}) {
       const LayerShape& s = c.layers[static_cast<size_t>(il)];
       if (attn ? !s.has_attention() : !s.has_ffn()) continue;
-      Block b{il, attn, {Variant{}}};
-      std::map<int64_t, Variant> by_width;  // kept heads or channels -> its variant
+      lib.push_back(Block{il, attn, {Variant{}}});
+      std::map<int64_t, bool> widths;  // kept heads or channels already listed
       for (double r : attn ? o.attn_ratios : o.ffn_ratios) {
         Ratios rs = Ratios::uniform(c.n_layer(), 0.0);
         (attn ? rs.attn : rs.ffn)[static_cast<size_t>(il)] = r;
-        const PrunePlan plan = plan_from_ratios(c, scores, rs);
-        const LayerShape ps = plan.shape(c).layers[static_cast<size_t>(il)];
+        PrunePlan plan = plan_from_ratios(c, scores, rs);
+        const ModelConfig shape = plan.shape(c);
+        const LayerShape& ps = shape.layers[static_cast<size_t>(il)];
         const int64_t width = attn ? ps.n_head : ps.n_ff;
-        if ((attn ? s.n_head : s.n_ff) == width) {  // rounds to the dense block
-          if (o.progress) o.progress(++done, total);
-          continue;
-        }
-        auto it = by_width.find(width);
-        if (it == by_width.end()) {
-          const DeviceCost cost = device_cost(plan.shape(c), profile, w);
-          Variant v;
-          v.ratio = r;
-          v.dloss = std::log(ppl(plan)) - base_nll;
-          v.dtime_s = cost.tpot_s - base.tpot_s;
-          v.denergy_j = cost.energy_j - base.energy_j;
-          it = by_width.emplace(width, v).first;
-          b.choices.push_back(v);
-        }
-        if (o.progress) o.progress(++done, total);
+        if ((attn ? s.n_head : s.n_ff) == width || widths[width]) continue;  // dense or seen
+        widths[width] = true;
+        const DeviceCost cost = device_cost(shape, profile, w);
+        Variant v;
+        v.ratio = r;
+        v.dtime_s = cost.tpot_s - base.tpot_s;
+        v.denergy_j = cost.energy_j - base.energy_j;
+        pending.push_back({lib.size() - 1, v});
+        plans.push_back(std::move(plan));
       }
-      lib.push_back(std::move(b));
     }
+  }
+  std::vector<double> ppl;
+  if (o.ppl) {
+    ppl = o.ppl(plans);
+  } else {
+    for (size_t i = 0; i < plans.size(); ++i) {
+      ppl.push_back(validation_ppl(dense, plans[i], val, o.tmp_dir));
+      if (o.progress) o.progress(static_cast<int>(i + 1), static_cast<int>(plans.size()));
+    }
+  }
+  if (ppl.size() != plans.size())
+    fail("puzzle: ", ppl.size(), " perplexities for ", plans.size(), " plans");
+  for (size_t i = 0; i < pending.size(); ++i) {
+    Variant v = pending[i].v;
+    v.dloss = std::log(ppl[i + 1]) - std::log(ppl[0]);
+    lib[pending[i].block].choices.push_back(v);
   }
   return lib;
 }

@@ -13,6 +13,7 @@
 #include "clone/core/plot.h"
 #include "clone/core/rng.h"
 #include "clone/prune/puzzle.h"
+#include "clone/prune/ranks.h"
 #include "clone/prune/surgery.h"
 
 namespace cln::prune {
@@ -85,37 +86,61 @@ class Evaluator {
                                                   j.at("energy_j").get<double>()};
       }
       if (!first) {
-        out_.open(path_, std::ios::app);
+        if (Ranks::world().rank() == 0) out_.open(path_, std::ios::app);
         return;
       }
     }
+    if (Ranks::world().rank() != 0) return;
     out_.open(path_, std::ios::trunc);
     out_ << run.dump() << "\n";
     out_.flush();
   }
 
-  double ppl_of(const PrunePlan& plan) { return get(plan).ppl; }
-
   struct Raw {
     double ppl = 0, tpot_s = 0, energy_j = 0;
   };
-  Raw get(const PrunePlan& plan) {
-    const ModelConfig shape = plan.shape(c_);
-    const std::string key = shape_key(shape);
-    const auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
-    Raw r;
-    r.ppl = validation_ppl(dense_, plan, o_.val, o_.out_dir);
-    const DeviceCost d = device_cost(shape, p_, o_.workload);
-    r.tpot_s = d.tpot_s, r.energy_j = d.energy_j;
-    cache_[key] = r;
-    out_
-        << json{{"key", key}, {"ppl", r.ppl}, {"tpot_s", r.tpot_s}, {"energy_j", r.energy_j}}.dump()
-        << "\n";
-    out_.flush();
-    ++fresh_;
-    return r;
+  // Every plan's numbers; those not cached are spread over the ranks (ranks.h) and
+  // gathered, so every rank ends with all of them; rank 0 appends them to the file.
+  std::vector<Raw> get_many(const std::vector<PrunePlan>& plans) {
+    const Ranks& R = Ranks::world();
+    std::vector<std::string> keys;
+    std::vector<size_t> todo;
+    std::set<std::string> queued;
+    for (size_t i = 0; i < plans.size(); ++i) {
+      keys.push_back(shape_key(plans[i].shape(c_)));
+      if (!cache_.count(keys[i]) && queued.insert(keys[i]).second) todo.push_back(i);
+    }
+    std::vector<double> v(3 * todo.size(), 0.0);
+    for (size_t j = 0; j < todo.size(); ++j) {
+      if (static_cast<int>(j % static_cast<size_t>(R.size())) != R.rank()) continue;
+      const PrunePlan& plan = plans[todo[j]];
+      v[3 * j] = validation_ppl(dense_, plan, o_.val, o_.out_dir);
+      const DeviceCost d = device_cost(plan.shape(c_), p_, o_.workload);
+      v[3 * j + 1] = d.tpot_s, v[3 * j + 2] = d.energy_j;
+      if (R.rank() == 0 && o_.log && todo.size() > 4 && (j / R.size() + 1) % 8 == 0)
+        o_.log("tailor: evaluated " + std::to_string(j + 1) + "/" + std::to_string(todo.size()) +
+               " of this batch");
+    }
+    R.sum(v);
+    for (size_t j = 0; j < todo.size(); ++j) {
+      const Raw r{v[3 * j], v[3 * j + 1], v[3 * j + 2]};
+      cache_[keys[todo[j]]] = r;
+      if (R.rank() == 0) {
+        out_ << json{{"key", keys[todo[j]]},
+                     {"ppl", r.ppl},
+                     {"tpot_s", r.tpot_s},
+                     {"energy_j", r.energy_j}}
+                    .dump()
+             << "\n";
+        out_.flush();
+      }
+      ++fresh_;
+    }
+    std::vector<Raw> out;
+    for (const std::string& k : keys) out.push_back(cache_.at(k));
+    return out;
   }
+  Raw get(const PrunePlan& plan) { return get_many({plan}).front(); }
 
   Candidate candidate(const std::string& source, const Ratios& r, const Budget& b) {
     const PrunePlan plan = plan_from_ratios(c_, s_, r);
@@ -145,7 +170,7 @@ class Evaluator {
 
 TailorResult tailor(const TailorOptions& o) {
   const auto say = [&](const std::string& s) {
-    if (o.log) o.log(s);
+    if (o.log && Ranks::world().rank() == 0) o.log(s);
   };
   if (!(o.latency_budget > 0) || !(o.energy_budget > 0))
     fail("tailor: budgets must be positive fractions of the dense model's cost");
@@ -153,6 +178,11 @@ TailorResult tailor(const TailorOptions& o) {
   const auto f = GgufFile::open(o.model);
   const ModelConfig c = ModelConfig::from_gguf(*f);
   const device::DeviceProfile profile = device::DeviceProfile::find(o.profile);
+  for (const auto& [what, len] : {std::pair{"calibration (--calib-len)", o.calib_len},
+                                  std::pair{"validation (--val-len)", o.val.seq_len}})
+    if (len > c.n_ctx_train)
+      fail("tailor: ", what, " windows of ", len, " tokens exceed the model's context of ",
+           c.n_ctx_train);
   TailorOptions opt = o;
   opt.val.data_dir = o.data_dir;
   opt.val.threads = o.threads;
@@ -217,34 +247,48 @@ TailorResult tailor(const TailorOptions& o) {
     return k;
   };
 
+  // Evaluates a batch (spread over the ranks), then lists each candidate in order.
+  const auto add_all = [&](const std::vector<std::pair<std::string, Ratios>>& items) {
+    std::vector<PrunePlan> plans;
+    for (const auto& [src, r] : items) plans.push_back(plan_from_ratios(c, units, r));
+    ev.get_many(plans);
+    std::vector<Candidate> out;
+    for (const auto& [src, r] : items) out.push_back(add(src, r));
+    return out;
+  };
+
   // 2. The samples: every baseline at several settings, then random vectors.
+  std::vector<std::pair<std::string, Ratios>> samples;
   for (double r : {0.1, 0.2, 0.3, 0.4, 0.5, 0.6})
-    add("uniform " + std::to_string(r).substr(0, 3), Ratios::uniform(c.n_layer(), r));
+    samples.emplace_back("uniform " + std::to_string(r).substr(0, 3),
+                         Ratios::uniform(c.n_layer(), r));
   const int halves = static_cast<int>(2 * c.n_layer());
   for (int n : {halves / 8, halves / 4, 3 * halves / 8, halves / 2})
-    add("shortgpt " + std::to_string(n), remove_halves(c, block, n));
+    samples.emplace_back("shortgpt " + std::to_string(n), remove_halves(c, block, n));
   for (double fr : {0.2, 0.35, 0.5})
-    add("flap " + std::to_string(fr).substr(0, 4), global_ratios(c, units, fr));
+    samples.emplace_back("flap " + std::to_string(fr).substr(0, 4), global_ratios(c, units, fr));
   if (o.puzzle) {
     LibraryOptions lo;
     lo.tmp_dir = o.out_dir;
-    lo.ppl = [&](const PrunePlan& p) { return ev.ppl_of(p); };
-    lo.progress = [&](int done, int total) {
-      if (done % 8 == 0 || done == total)
-        say("tailor: puzzle library " + std::to_string(done) + "/" + std::to_string(total));
+    lo.ppl = [&](const std::vector<PrunePlan>& plans) {
+      say("tailor: puzzle library: " + std::to_string(plans.size()) + " variants");
+      std::vector<double> p;
+      for (const Evaluator::Raw& r : ev.get_many(plans)) p.push_back(r.ppl);
+      return p;
     };
     const auto lib = build_library(*f, units, opt.val, profile, o.workload, lo);
     const Choice ch = choose(lib, c.n_layer(), res.latency_budget_s - res.dense.tpot_s,
                              res.energy_budget_j - res.dense.energy_j);
-    add(ch.feasible ? "puzzle" : "puzzle (over)", ch.ratios);
+    samples.emplace_back(ch.feasible ? "puzzle" : "puzzle (over)", ch.ratios);
   }
   Rng rng(o.seed);
   for (int i = 0; i < o.random_samples; ++i) {
     Seq s;
     for (int64_t k = 0; k < 2 * c.n_layer(); ++k)
       s.push_back(static_cast<int>(rng.uniform() * (levels / 2 + 1)));
-    add("random", from_seq(s, levels));
+    samples.emplace_back("random", from_seq(s, levels));
   }
+  add_all(samples);
 
   // 3. The search rounds.
   Nao nao(2 * c.n_layer(), o.nao);
@@ -273,10 +317,12 @@ TailorResult tailor(const TailorOptions& o) {
     rs.round = round;
     rs.proposed = static_cast<int>(props.size());
     std::vector<double> predicted, real;
+    std::vector<std::pair<std::string, Ratios>> items;
     for (const Seq& p : props) {
       predicted.push_back(nao.predict(p));
-      real.push_back(std::log(add("search " + std::to_string(round), from_seq(p, levels)).score));
+      items.emplace_back("search " + std::to_string(round), from_seq(p, levels));
     }
+    for (const Candidate& k : add_all(items)) real.push_back(std::log(k.score));
     rs.spearman = props.size() >= 3 ? spearman(predicted, real) : 0.0;
     for (const Candidate& k : res.candidates) rs.best_score = std::max(rs.best_score, k.score);
     res.rounds.push_back(rs);
@@ -293,11 +339,12 @@ TailorResult tailor(const TailorOptions& o) {
         (k.within && !res.feasible) || (k.within == res.feasible && k.score > res.best.score);
     if (res.best.key.empty() || better) res.best = k, res.feasible = k.within;
   }
-  write_pruned(*f, plan_from_ratios(c, units, res.best.ratios),
-               (fs::path(o.out_dir) / "model.gguf").string(),
-               {{"clone.pruning.method", "clone tailor (" + res.best.source + ")"},
-                {"clone.tailor.profile", profile.name},
-                {"clone.tailor.run", run.dump()}});
+  if (Ranks::world().rank() == 0)
+    write_pruned(*f, plan_from_ratios(c, units, res.best.ratios),
+                 (fs::path(o.out_dir) / "model.gguf").string(),
+                 {{"clone.pruning.method", "clone tailor (" + res.best.source + ")"},
+                  {"clone.tailor.profile", profile.name},
+                  {"clone.tailor.run", run.dump()}});
   std::snprintf(b, sizeof b,
                 "tailor: best %s (%s): ppl %.3f, TPOT %.3f ms, energy %.4f J; %d evaluations "
                 "run, %zu candidates; wrote %s",

@@ -1,10 +1,13 @@
 // clone tailor: CLONE's offline customisation of a model for one device and workload
 // (prune/tailor.h): the generative search over per-layer pruning ratios, seeded with every
 // baseline, judged on validation perplexity and the device model's latency and energy.
+// Under `mpirun -np N` (a build with MPI) the candidate evaluations are spread over the ranks
+// with the same result.
 #include <cstdio>
 #include <memory>
 
 #include "clone/core/error.h"
+#include "clone/prune/ranks.h"
 #include "clone/prune/tailor.h"
 #include "subcommand.h"
 
@@ -59,6 +62,10 @@ const cln::cli::Register reg{
           ->capture_default_str();
       app.add_option("--val-len", o->t.val.seq_len, "validation window length")
           ->capture_default_str();
+      app.add_option("--calib-seqs", o->t.calib_seqs, "calibration windows (importance)")
+          ->capture_default_str();
+      app.add_option("--calib-len", o->t.calib_len, "tokens per calibration window")
+          ->capture_default_str();
       app.add_option("--seed", o->t.seed, "seed")->capture_default_str();
       app.add_option("-t,--threads", o->t.threads, "threads")->capture_default_str();
       return [o] {
@@ -67,8 +74,10 @@ const cln::cli::Register reg{
         if (o->workload == "chat") o->t.workload.prompt = 128, o->t.workload.output = 242;
         o->t.log = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
         const cln::prune::TailorResult r = cln::prune::tailor(o->t);
-        cln::prune::write_report(o->t, r);
-        std::printf("%s/summary.md\n", o->t.out_dir.c_str());
+        if (cln::prune::Ranks::world().rank() == 0) {  // one report, whatever the ranks
+          cln::prune::write_report(o->t, r);
+          std::printf("%s/summary.md\n", o->t.out_dir.c_str());
+        }
         return r.feasible ? 0 : 3;
       };
     }};

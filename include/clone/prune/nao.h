@@ -3,9 +3,9 @@
 // of `levels` steps of [0, 1]) is a token sequence; an LSTM encoder maps it to an
 // embedding (the mean of its hidden states), an evaluator (MLP) predicts the candidate's
 // score from the embedding, and an LSTM decoder, started from the embedding, spells the
-// sequence back (reading the embedding at every step). All three train jointly (score regression + reconstruction) with the
-// project's autograd. To propose, a good candidate's embedding moves along the evaluator's
-// gradient until the beam-search decoding of it is a sequence not yet evaluated.
+// sequence back (reading the embedding at every step). All three train jointly (score regression +
+// reconstruction) with the project's autograd. To propose, a good candidate's embedding moves along
+// the evaluator's gradient until the beam-search decoding of it is a sequence not yet evaluated.
 #pragma once
 
 #include <cstdint>

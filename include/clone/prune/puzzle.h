@@ -36,10 +36,11 @@ struct LibraryOptions {
   std::vector<double> attn_ratios = {1.0 / 3, 0.5, 2.0 / 3, 1.0};
   std::vector<double> ffn_ratios = {0.25, 0.5, 0.75, 1.0};
   std::string tmp_dir = "/tmp";
-  // Called after each variant is scored (done, total).
+  // Called after each plan is scored (done, total), when ppl below is not given.
   std::function<void(int, int)> progress;
-  // Validation perplexity of a plan, when the caller caches them (default: validation_ppl).
-  std::function<double(const PrunePlan&)> ppl;
+  // Validation perplexities of plans, all at once, when the caller caches or spreads them
+  // (default: validation_ppl, one after the other).
+  std::function<std::vector<double>(const std::vector<PrunePlan>&)> ppl;
 };
 
 // Scores every variant of every block. Units within a block follow `scores` (any unit
