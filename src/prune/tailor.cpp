@@ -345,6 +345,21 @@ TailorResult tailor(const TailorOptions& o) {
                  {{"clone.pruning.method", "clone tailor (" + res.best.source + ")"},
                   {"clone.tailor.profile", profile.name},
                   {"clone.tailor.run", run.dump()}});
+  // Each method family's best within the budgets, cut the same way, for the judged table
+  // (recovery and test perplexity: scripts/tailor.sh).
+  if (o.family_models && Ranks::world().rank() == 0) {
+    std::map<std::string, const Candidate*> fam;
+    for (const Candidate& k : res.candidates) {
+      const std::string name = k.source.substr(0, k.source.find(' '));
+      if (k.within && (!fam[name] || k.ppl < fam[name]->ppl)) fam[name] = &k;
+    }
+    for (const auto& [name, k] : fam)
+      if (k)
+        write_pruned(*f, plan_from_ratios(c, units, k->ratios),
+                     (fs::path(o.out_dir) / ("best-" + name + ".gguf")).string(),
+                     {{"clone.pruning.method", "clone tailor sample (" + k->source + ")"},
+                      {"clone.tailor.profile", profile.name}});
+  }
   std::snprintf(b, sizeof b,
                 "tailor: best %s (%s): ppl %.3f, TPOT %.3f ms, energy %.4f J; %d evaluations "
                 "run, %zu candidates; wrote %s",

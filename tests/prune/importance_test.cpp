@@ -141,7 +141,7 @@ TEST(Importance, TaylorIsTheLossSlopeAlongEachGroup) {
   EXPECT_FALSE(m.params().front()->has_grad());
   // d/de L(w + e w_G) at 0 = sum over G of g w: central differences along the group.
   const auto slope = [&](const std::vector<std::pair<float*, int64_t>>& group) {
-    const double eps = 1e-3;
+    const double eps = 1e-2;  // the loss is float: a smaller step drowns in its rounding
     std::vector<float> saved;
     for (auto [p, i] : group) saved.push_back(p[i]);
     double l[2];

@@ -10,8 +10,9 @@
 //      candidates from the best ones by gradient steps in its embedding, which are
 //      evaluated and added; each round reports the model's rank correlation on its own
 //      proposals (predicted before they were evaluated).
-//   4. The best-scoring candidate is cut and written as a GGUF (recovery: `clone train
-//      finetune` on it, the same for every method).
+//   4. The best-scoring candidate is cut and written as a GGUF, and each method family's
+//      best within the budgets as best-<method>.gguf (recovery: `clone train finetune` on
+//      each, the same for every method: scripts/tailor.sh).
 //
 // Every evaluation is appended to <out>/candidates.jsonl; a run that finds that file
 // reuses what it holds, so an interrupted run resumes and ends with the same result.
@@ -40,7 +41,8 @@ struct TailorOptions {
   Validation val;  // data_dir is filled from data_dir
   int random_samples = 16;
   int rounds = 4, per_round = 8;
-  bool puzzle = true;  // the Puzzle-style optimiser among the samples
+  bool puzzle = true;         // the Puzzle-style optimiser among the samples
+  bool family_models = true;  // also write <out>/best-<method>.gguf per method family
   NaoOptions nao;
   uint64_t seed = 1;
   int threads = 2;
