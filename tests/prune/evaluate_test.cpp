@@ -11,7 +11,7 @@
 #include "clone/engine/presets.h"
 #include "clone/prune/evaluate.h"
 #include "clone/prune/importance.h"
-#include "data/fixture.h"
+#include "prune/fixture.h"
 
 using namespace cln;
 using namespace cln::prune;
@@ -46,13 +46,10 @@ TEST(Evaluate, PrunedShapesCostLessOnTheBoard) {
 }
 
 TEST(Evaluate, ValidationPerplexityOfAPlan) {
-  const std::string data = data::testing::tiny_data("prune-eval");
-  const Vocab v = data::vocab_from_sentencepiece(data + "/tokenizer.model");
-  const ModelConfig c =
-      train::llama_shape(static_cast<int64_t>(v.tokens.size()), 32, 2, 4, 2, 48, 64);
-  train::LlamaModel m = train::LlamaModel::init(c, 9);
-  const std::string path = data::testing::temp_dir("prune-eval-model") + "/dense.gguf";
-  m.write_gguf(path, v);
+  const auto t = cln::prune::testing::tiny_model("prune-eval", 2);
+  const std::string &data = t.data, &path = t.path;
+  const Vocab& v = t.vocab;
+  const ModelConfig& c = t.config;
   const Validation val{data, 16, 4, 1};
   const double dense = validation_ppl(path, val);
   EXPECT_GT(dense, 1.0);
@@ -68,12 +65,12 @@ TEST(Evaluate, ValidationPerplexityOfAPlan) {
   ASSERT_EQ(cal.tokens.size(), 6u * 11u);
   const auto& names = data::domain_names();
   for (int64_t s = 0; s < 6; ++s) {
-    const auto t = data::read_token_file(
+    const auto file = data::read_token_file(
         data::token_file_path(data, names[static_cast<size_t>(s) % names.size()], "train"), v, "t");
     const auto first = cal.tokens.begin() + s * 11;
-    const auto it = std::search(t.tokens.begin(), t.tokens.end(), first, first + 11,
+    const auto it = std::search(file.tokens.begin(), file.tokens.end(), first, first + 11,
                                 [](uint16_t a, int32_t b) { return a == b; });
-    EXPECT_NE(it, t.tokens.end()) << "window " << s;
+    EXPECT_NE(it, file.tokens.end()) << "window " << s;
   }
   EXPECT_EQ(calibration_from_data(data, v, 6, 10, 3).tokens, cal.tokens);  // seeded
   EXPECT_THROW(calibration_from_data(data + "/nowhere", v, 2, 10, 3), Error);

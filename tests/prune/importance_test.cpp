@@ -10,6 +10,7 @@
 #include "clone/core/error.h"
 #include "clone/core/rng.h"
 #include "clone/prune/select.h"
+#include "prune/fixture.h"
 
 using namespace cln;
 using namespace cln::prune;
@@ -194,16 +195,10 @@ TEST(Importance, BlockInfluenceIsZeroOnAHalfThatDoesNothing) {
 
 TEST(Select, UniformRatiosKeepTheBestUnitsInEvenGroups) {
   const ModelConfig c = tiny();
-  Scores s;
-  s.method = Method::Magnitude;
-  s.attn.assign(3, 1), s.ffn.assign(3, 1);
-  for (size_t il = 0; il < 3; ++il) {
-    const LayerShape& sh = c.layers[il];
-    s.head.emplace_back(), s.kv.emplace_back(), s.ff.emplace_back();
-    for (int64_t h = 0; h < sh.n_head; ++h) s.head.back().push_back(static_cast<double>(h % 2));
-    for (int64_t g = 0; g < sh.n_head_kv; ++g) s.kv.back().push_back(static_cast<double>(g));
-    for (int64_t f = 0; f < sh.n_ff; ++f) s.ff.back().push_back(static_cast<double>(-f));
-  }
+  const Scores s = cln::prune::testing::rule_scores(
+      c, [](size_t, int64_t h) { return static_cast<double>(h % 2); },
+      [](size_t, int64_t g) { return static_cast<double>(g); },
+      [](size_t, int64_t f) { return static_cast<double>(-f); });
   // Half of 4 heads in 2 groups of 2: 2 groups of 1 (ties go to more groups), the odd head.
   const PrunePlan p = plan_from_ratios(c, s, Ratios::uniform(3, 0.5));
   EXPECT_EQ(p.layers[1].kv, (std::vector<int64_t>{0, 1}));
@@ -244,18 +239,13 @@ TEST(Importance, RandomIsSeeded) {
 
 TEST(Select, GlobalRankingRemovesTheLowestStandardisedUnitsAcrossLayers) {
   const ModelConfig c = tiny();  // layer 0: FFN only (24); layers 1, 2: 4 heads, FFN 24 / 20
-  Scores s;
-  s.method = Method::Magnitude;
-  s.attn.assign(3, 1), s.ffn.assign(3, 1);
-  for (size_t il = 0; il < 3; ++il) {
-    const LayerShape& sh = c.layers[il];
-    s.head.emplace_back(), s.kv.emplace_back(), s.ff.emplace_back();
-    for (int64_t h = 0; h < sh.n_head; ++h) s.head.back().push_back(10.0 + static_cast<double>(h));
-    for (int64_t g = 0; g < sh.n_head_kv; ++g) s.kv.back().push_back(1.0);
-    // Layer 2's channels: one very low outlier, the rest alike; others evenly spread.
-    for (int64_t f = 0; f < sh.n_ff; ++f)
-      s.ff.back().push_back(il == 2 ? (f == 0 ? -100.0 : 1.0) : static_cast<double>(f));
-  }
+  // Layer 2's channels: one very low outlier, the rest alike; others evenly spread.
+  const Scores s = cln::prune::testing::rule_scores(
+      c, [](size_t, int64_t h) { return 10.0 + static_cast<double>(h); },
+      [](size_t, int64_t) { return 1.0; },
+      [](size_t il, int64_t f) {
+        return il == 2 ? (f == 0 ? -100.0 : 1.0) : static_cast<double>(f);
+      });
   EXPECT_EQ(global_ratios(c, s, 0.0).ffn, (std::vector<double>{0, 0, 0}));
   // The smallest step removes the one unit with the lowest z: layer 2's outlier channel.
   const Ratios r = global_ratios(c, s, 1e-6);

@@ -11,7 +11,7 @@
 #include "clone/data/tokenizer_train.h"
 #include "clone/prune/ranks.h"
 #include "clone/train/llama.h"
-#include "data/fixture.h"
+#include "prune/fixture.h"
 
 using namespace cln;
 namespace fs = std::filesystem;
@@ -29,15 +29,10 @@ TEST(TailorMpi, TwoRanksGiveWhatOneProcessGives) {
   if (!prune::Ranks::built_with_mpi()) GTEST_SKIP() << "built without MPI (libopenmpi-dev)";
   if (std::system("command -v mpirun > /dev/null 2>&1") != 0)
     GTEST_SKIP() << "no mpirun (openmpi-bin)";
-  const std::string data = data::testing::tiny_data("tailor-mpi");
-  const Vocab v = data::vocab_from_sentencepiece(data + "/tokenizer.model");
-  const ModelConfig c =
-      train::llama_shape(static_cast<int64_t>(v.tokens.size()), 32, 3, 4, 2, 48, 64);
-  train::LlamaModel m = train::LlamaModel::init(c, 9);
+  const auto t = cln::prune::testing::tiny_model("tailor-mpi", 3);
   const std::string dir = data::testing::temp_dir("tailor-mpi-run");
-  m.write_gguf(dir + "/dense.gguf", v);
   const std::string args =
-      std::string(" tailor -m ") + dir + "/dense.gguf --data " + data +
+      std::string(" tailor -m ") + t.path + " --data " + t.data +
       " --units magnitude --val-len 16 --val-windows 2 --calib-len 16 --random-samples 4"
       " --rounds 1 --per-round 3 -t 1 --out ";
   const std::string one = std::string(CLONE_CLI) + args + dir + "/one > " + dir + "/one.log 2>&1";

@@ -9,7 +9,7 @@
 #include "clone/core/rng.h"
 #include "clone/data/tokenizer_train.h"
 #include "clone/prune/puzzle.h"
-#include "data/fixture.h"
+#include "prune/fixture.h"
 
 using namespace cln;
 using namespace cln::prune;
@@ -119,13 +119,10 @@ TEST(Puzzle, ABudgetNothingMeetsIsReportedWithTheClosestPicks) {
 }
 
 TEST(Puzzle, TheLibraryScoresEachBlockAlone) {
-  const std::string data = data::testing::tiny_data("puzzle-lib");
-  const Vocab v = data::vocab_from_sentencepiece(data + "/tokenizer.model");
-  const ModelConfig c =
-      train::llama_shape(static_cast<int64_t>(v.tokens.size()), 32, 2, 4, 2, 48, 64);
-  train::LlamaModel m = train::LlamaModel::init(c, 9);
-  const std::string path = data::testing::temp_dir("puzzle-lib-model") + "/dense.gguf";
-  m.write_gguf(path, v);
+  auto t = cln::prune::testing::tiny_model("puzzle-lib", 2);
+  const std::string &data = t.data, &path = t.path;
+  const ModelConfig& c = t.config;
+  train::LlamaModel& m = t.model;
   const auto f = GgufFile::open(path);
   const Scores s = score(Method::Magnitude, m, {});
   LibraryOptions o;

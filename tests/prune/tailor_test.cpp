@@ -12,23 +12,18 @@
 #include "clone/data/tokenizer_train.h"
 #include "clone/engine/model.h"
 #include "clone/prune/tailor.h"
-#include "data/fixture.h"
+#include "prune/fixture.h"
 
 using namespace cln;
 using namespace cln::prune;
 namespace fs = std::filesystem;
 
 TEST(Tailor, SearchesResumesAndWritesTheBestModel) {
-  const std::string data = data::testing::tiny_data("tailor");
-  const Vocab v = data::vocab_from_sentencepiece(data + "/tokenizer.model");
-  const ModelConfig c =
-      train::llama_shape(static_cast<int64_t>(v.tokens.size()), 32, 3, 4, 2, 48, 64);
-  train::LlamaModel m = train::LlamaModel::init(c, 9);
+  const auto t = cln::prune::testing::tiny_model("tailor", 3);
   const std::string dir = data::testing::temp_dir("tailor-run");
-  m.write_gguf(dir + "/dense.gguf", v);
   TailorOptions o;
-  o.model = dir + "/dense.gguf";
-  o.data_dir = data;
+  o.model = t.path;
+  o.data_dir = t.data;
   o.out_dir = dir + "/out";
   o.units = Method::Magnitude;
   o.val.seq_len = 16, o.val.windows = 2;
