@@ -50,6 +50,10 @@ if [ "$RETARGET_AT" -gt 0 ] && [ ! -f "$OUT/phase1.done" ]; then
 fi
 train --steps "$STEPS"
 
+# The validation curve, where the run stopped and why.
+gnuplot -e "dir='$OUT'; retarget=${RETARGET_AT}; planned=${PLANNED}; steps=${STEPS}" \
+  scripts/plot_valid.gp
+
 # Text off the corpora, found on any Debian machine: the GPL, rendered man pages, a C header.
 ood="$OUT/ood"
 mkdir -p "$ood"
@@ -64,6 +68,7 @@ flock "$LOCK" "$CLONE" eval texts -m "$OUT/model.gguf" --data "$DATA" --seq-len 
 if [ "$OUT" = out/base ]; then
   mkdir -p models/base
   cp "$OUT/model.gguf" "$OUT/train.log" "$OUT/loss.csv" "$OUT/valid.csv" "$OUT/loss.png" \
+     "$OUT/valid.png" \
      "$OUT/perplexity.md" "$OUT/ood.md" models/base/
   flock "$LOCK" "$CLONE" train samples -m models/base/model.gguf --data "$DATA" \
     --per-domain 50 --examples 3 --seed 1234 --threads "$THREADS" --out models/base/samples.md
