@@ -111,15 +111,23 @@ class Evaluator {
       if (!cache_.count(keys[i]) && queued.insert(keys[i]).second) todo.push_back(i);
     }
     std::vector<double> v(3 * todo.size(), 0.0);
+    const auto t0 = std::chrono::steady_clock::now();
     for (size_t j = 0; j < todo.size(); ++j) {
       if (static_cast<int>(j % static_cast<size_t>(R.size())) != R.rank()) continue;
       const PrunePlan& plan = plans[todo[j]];
       v[3 * j] = validation_ppl(dense_, plan, o_.val, o_.out_dir);
       const DeviceCost d = device_cost(plan.shape(c_), p_, o_.workload);
       v[3 * j + 1] = d.tpot_s, v[3 * j + 2] = d.energy_j;
-      if (R.rank() == 0 && o_.log && todo.size() > 4 && (j / R.size() + 1) % 8 == 0)
-        o_.log("tailor: evaluated " + std::to_string(j + 1) + "/" + std::to_string(todo.size()) +
-               " of this batch");
+      if (R.rank() == 0 && o_.log && todo.size() > 4 && (j / R.size() + 1) % 8 == 0) {
+        const double el =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double rate = static_cast<double>(j + 1) / std::max(el, 1e-9);
+        char b[160];
+        std::snprintf(b, sizeof b, "tailor: evaluated %zu/%zu of this batch | %.2f eval/s | ETA %s",
+                      j + 1, todo.size(), rate,
+                      hms(static_cast<double>(todo.size() - j - 1) / rate).c_str());
+        o_.log(b);
+      }
     }
     R.sum(v);
     for (size_t j = 0; j < todo.size(); ++j) {
@@ -236,13 +244,11 @@ TailorResult tailor(const TailorOptions& o) {
     res.candidates.push_back(k);
     seen.insert(to_seq(r, levels));
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const auto n = static_cast<double>(res.candidates.size());
     std::snprintf(b, sizeof b,
                   "tailor: %3zu/%d %-14s ppl %8.3f  TPOT %7.3f ms  energy %7.4f J  score %.5f%s | "
-                  "%.2f cand/s | ETA %s",
+                  "elapsed %s",
                   res.candidates.size(), planned, source.c_str(), k.ppl, 1e3 * k.tpot_s, k.energy_j,
-                  k.score, k.within ? "  (within budget)" : "", n / std::max(el, 1e-9),
-                  hms(std::max(0.0, (planned - n) * el / n)).c_str());
+                  k.score, k.within ? "  (within budget)" : "", hms(el).c_str());
     say(b);
     return k;
   };
