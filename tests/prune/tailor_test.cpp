@@ -56,6 +56,10 @@ TEST(Tailor, SearchesResumesAndWritesTheBestModel) {
     key += (key.empty() ? "" : ",") + std::to_string(l.n_head) + "/" + std::to_string(l.n_head_kv) +
            "/" + std::to_string(l.n_ff);
   EXPECT_EQ(key, r.best.key);
+  // The written model's perplexity, measured again from the file, is the search's number.
+  Validation val = o.val;
+  val.data_dir = o.data_dir;
+  EXPECT_NEAR(validation_ppl(o.out_dir + "/model.gguf", val), r.best.ppl, 1e-9 * r.best.ppl);
   EXPECT_LT(r.best.tpot_s, r.dense.tpot_s);
   for (const char* f : {"summary.md", "candidates.csv", "rounds.csv", "candidates.jsonl"})
     EXPECT_TRUE(fs::exists(o.out_dir + "/" + f)) << f;
