@@ -135,8 +135,10 @@ ExpertEval evaluate_experts(const ExpertEvalOptions& o) {
     ExpertEval::TaskRow row;
     row.task = task;
     row.items = n;
-    row.surface = rule_accuracy(items, [&](const TaskItem& it) { return data::surface_rule(task, it.prompt); });
-    row.copy = rule_accuracy(items, [&](const TaskItem& it) { return data::copy_input(task, it.prompt); });
+    row.surface = rule_accuracy(
+        items, [&](const TaskItem& it) { return data::surface_rule(task, it.prompt); });
+    row.copy =
+        rule_accuracy(items, [&](const TaskItem& it) { return data::copy_input(task, it.prompt); });
     const fs::path train = fs::path(o.data_dir) / "tasks" / task / "train.jsonl";
     if (fs::exists(train) && fs::file_size(train) > 0) {
       const std::string answer = majority_answer(data::read_jsonl_tasks(train.string()));
@@ -166,12 +168,18 @@ ExpertEval evaluate_experts(const ExpertEvalOptions& o) {
       use(wrong);
       row.with_wrong = task_accuracy(ctx, tok, items, o.max_new);
     }
-    if (o.verbose)
-      std::fprintf(stderr,
-                   "expert eval: task %-12s %lld items | base %.1f%% | %s %.1f%% | %s %.1f%%\n",
+    if (o.verbose) {
+      // An expert that was not run prints "-", not a sentinel value.
+      const auto side = [](const std::string& name, double acc) {
+        char b[96];
+        std::snprintf(b, sizeof b, "%s %.1f%%", name.c_str(), 100 * acc);
+        return name.empty() ? std::string("(no expert) -") : std::string(b);
+      };
+      std::fprintf(stderr, "expert eval: task %-12s %lld items | base %.1f%% | %s | %s\n",
                    task.c_str(), static_cast<long long>(n), 100 * row.base,
-                   row.right.empty() ? "(no expert)" : row.right.c_str(), 100 * row.with_right,
-                   row.wrong.empty() ? "(no expert)" : row.wrong.c_str(), 100 * row.with_wrong);
+                   side(row.right, row.with_right).c_str(),
+                   side(row.wrong, row.with_wrong).c_str());
+    }
     r.tasks.push_back(row);
   }
   return r;
