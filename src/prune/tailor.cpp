@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "clone/core/duration.h"
 #include "clone/core/error.h"
 #include "clone/core/plot.h"
 #include "clone/core/rng.h"
@@ -46,13 +47,6 @@ Ratios from_seq(const Seq& s, int levels) {
     r.ffn.push_back(static_cast<double>(s[i + 1]) / (levels - 1));
   }
   return r;
-}
-
-std::string hms(double s) {
-  const auto t = static_cast<long long>(s);
-  char b[32];
-  std::snprintf(b, sizeof b, "%lld:%02lld:%02lld", t / 3600, t / 60 % 60, t % 60);
-  return b;
 }
 
 // Evaluations, cached by pruned shape in <out>/candidates.jsonl.

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "clone/core/duration.h"
 #include "clone/core/error.h"
 #include "clone/core/plot.h"
 #include "clone/train/checkpoint.h"
@@ -13,15 +14,6 @@
 
 namespace cln::train {
 namespace fs = std::filesystem;
-
-namespace {
-std::string hms(double s) {
-  const auto t = static_cast<long>(s < 0 ? 0 : s);
-  char b[32];
-  std::snprintf(b, sizeof b, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
-  return b;
-}
-}  // namespace
 
 void plot_loss(const std::string& dir) {
   plot::LinePlot p;
