@@ -26,7 +26,32 @@ CostModel::CostModel(DeviceProfile profile, ModelConfig model, CostOptions opt)
   if (model_.n_layer() <= 0 || model_.n_embd <= 0 || model_.n_vocab <= 0)
     fail("cost model: model \"", model_.name, "\" has no layers, width or vocabulary");
   unit_ = &profile_.compute();
-  const auto& lv = unit_->levels;
+  if (!(opt_.weight_bytes_scale > 0)) fail("cost model: weight_bytes_scale must be positive");
+  // A power mode caps each unit's clock and cores and sets the memory clock.
+  std::vector<OperatingPoint> lv = unit_->levels;
+  mem_mhz_ = profile_.memory.mhz;
+  host_ = profile_.host_unit();
+  double host_cap = host_ ? host_->fmax_mhz() : 0;
+  if (!opt_.mode.empty()) {
+    const PowerMode& m = profile_.mode(opt_.mode);
+    mem_mhz_ = m.memory_mhz;
+    if (const UnitCap* c = m.cap(unit_->name)) {
+      std::erase_if(lv, [&](const OperatingPoint& p) { return p.mhz > c->max_mhz + 1e-9; });
+      share_ = static_cast<double>(c->cores) / unit_->cores;
+    }
+    if (host_)
+      if (const UnitCap* c = m.cap(host_->name)) {
+        host_cap = c->max_mhz;
+        host_share_ = static_cast<double>(c->cores) / host_->cores;
+      }
+  }
+  if (host_) {  // the host runs at its highest level within the cap
+    const OperatingPoint* hp = &host_->levels.front();
+    for (const auto& p : host_->levels)
+      if (p.mhz <= host_cap + 1e-9) hp = &p;
+    host_mhz_ = hp->mhz;
+    host_volt_ = hp->volt;
+  }
   if (opt_.sfu) {
     // Near-continuous: a fine grid between the lowest and highest clock, voltage
     // interpolated along the unit's table.
@@ -80,8 +105,9 @@ Work CostModel::work(int layer, Phase phase, int64_t pos, int64_t n_tokens) cons
     w.fixed = 0.5 * (s.has_attention() ? 1 : 0) + 0.5 * (s.has_ffn() ? 1 : 0);
   }
   w.flops = pc.matmul_flops + pc.attn_flops + pc.other_flops;
-  w.dram_bytes = pc.weight_bytes * resident_ + pc.kv_bytes + pc.act_bytes;
-  w.stream_bytes = pc.weight_bytes * (1 - resident_);
+  const double weights = pc.weight_bytes * opt_.weight_bytes_scale;
+  w.dram_bytes = weights * resident_ + pc.kv_bytes + pc.act_bytes;
+  w.stream_bytes = weights * (1 - resident_);
   if (opt_.lpu) {
     w.lpu_flops = pc.lora_flops;  // adapters resident on chip: no DRAM traffic for them
   } else {
@@ -96,10 +122,15 @@ Cost CostModel::cost(const Work& w, int level, double intensity) const {
   const Fit& fit = profile_.fit;
   double avail = 1 - fit.contention * std::clamp(intensity, 0.0, 1.0);
   double hz = op.mhz * 1e6;
-  double tc = w.flops / (unit_->work_per_cycle * hz * fit.compute_efficiency * avail);
-  double tm = w.dram_bytes / (profile_.memory.peak_bandwidth() * fit.dram_efficiency * avail);
-  if (fit.core_bytes_per_cycle > 0) tm += w.dram_bytes / (fit.core_bytes_per_cycle * hz * avail);
-  double t = std::max(tc, tm) + fit.overlap * std::min(tc, tm) + fit.layer_overhead_us * 1e-6 * w.fixed;
+  double tc = w.flops / (unit_->work_per_cycle * share_ * hz * fit.compute_efficiency * avail);
+  const double bandwidth = profile_.memory.bus_bytes_per_cycle * mem_mhz_ * 1e6;
+  double tm = w.dram_bytes / (bandwidth * fit.dram_efficiency * avail);
+  if (fit.core_bytes_per_cycle > 0)
+    tm += w.dram_bytes / (fit.core_bytes_per_cycle * share_ * hz * avail);
+  double overhead = fit.layer_overhead_us * 1e-6 + fit.overhead_kcycles * 1e3 / hz;
+  if (host_ && fit.host_overhead_kcycles > 0)
+    overhead += fit.host_overhead_kcycles * 1e3 / (host_mhz_ * 1e6);
+  double t = std::max(tc, tm) + fit.overlap * std::min(tc, tm) + overhead * w.fixed;
   double ts = w.stream_bytes / (profile_.storage_gbps * 1e9);
   t = std::max(t, ts);
   Cost c;
@@ -107,11 +138,16 @@ Cost CostModel::cost(const Work& w, int level, double intensity) const {
   c.util = t > 0 ? tc / t : 0;
   const UnitPower& pw = unit_->power;
   double activity = pw.idle_activity + (1 - pw.idle_activity) * c.util;
-  double p_unit = pw.static_w_per_v * op.volt +
-                  pw.dynamic_w_per_ghz_v2 * op.volt * op.volt * (op.mhz * 1e-3) * activity;
+  double p_unit = share_ * (pw.static_w_per_v * op.volt + pw.dynamic_w_per_ghz_v2 * op.volt *
+                                                              op.volt * (op.mhz * 1e-3) * activity);
+  if (host_ && fit.host_activity > 0)
+    p_unit += host_share_ * fit.host_activity * host_->power.dynamic_w_per_ghz_v2 * host_volt_ *
+              host_volt_ * (host_mhz_ * 1e-3);
+  const double rail_bytes_j = w.dram_bytes * pw.pj_per_byte * 1e-12;
+  c.rail_j = p_unit * t + rail_bytes_j;
   double p = profile_.board_idle_w + p_unit + profile_.memory.static_w;
   c.energy_j = p * t + w.dram_bytes * profile_.memory.pj_per_byte * 1e-12 +
-               w.lpu_flops * profile_.lpu.pj_per_flop * 1e-12;
+               w.lpu_flops * profile_.lpu.pj_per_flop * 1e-12 + rail_bytes_j;
   return c;
 }
 

@@ -120,10 +120,11 @@ ComputeUnit read_unit(const Obj& o) {
       fail(o.origin(), ": ", o.where("levels"), "[", i,
            "].volt: voltage must not fall as frequency rises");
   Obj p = o.obj("power");
-  p.allow({"static_w_per_v", "dynamic_w_per_ghz_v2", "idle_activity"});
+  p.allow({"static_w_per_v", "dynamic_w_per_ghz_v2", "idle_activity", "pj_per_byte"});
   u.power.static_w_per_v = p.num("static_w_per_v", 0, 1e4);
   u.power.dynamic_w_per_ghz_v2 = p.num("dynamic_w_per_ghz_v2", 0, 1e4);
   u.power.idle_activity = p.num("idle_activity", 0, 1);
+  u.power.pj_per_byte = p.num_or("pj_per_byte", 0, 1e4, 0);
   Obj d = o.obj("dvfs");
   d.allow({"switch_latency_us", "switch_energy_uj"});
   u.dvfs.switch_latency_us = d.num("switch_latency_us", 0, 1e7);
@@ -132,7 +133,51 @@ ComputeUnit read_unit(const Obj& o) {
   return u;
 }
 
+PowerMode read_mode(const Obj& o, const DeviceProfile& p) {
+  o.allow({"name", "budget_w", "memory_mhz", "units"});
+  PowerMode m;
+  m.name = o.str("name");
+  m.budget_w = o.num_or("budget_w", 0, 1e5, 0);
+  m.memory_mhz = o.num("memory_mhz", 1, 1e5);
+  bool listed = false;
+  for (double f : p.memory.levels_mhz) listed = listed || f == m.memory_mhz;
+  if (!listed)
+    fail(o.origin(), ": ", o.where("memory_mhz"), ": ", m.memory_mhz,
+         " is not one of memory.levels_mhz");
+  const json& units = o.raw("units");
+  if (!units.is_object() || units.empty())
+    fail(o.origin(), ": ", o.where("units"), ": expected an object of unit name -> caps");
+  for (auto it = units.begin(); it != units.end(); ++it) {
+    const ComputeUnit* u = nullptr;
+    for (const auto& x : p.units)
+      if (x.name == it.key()) u = &x;
+    if (!u) fail(o.origin(), ": ", o.where("units." + it.key()), ": names no entry of units");
+    Obj c(it.value(), o.origin(), o.where("units." + it.key()));
+    c.allow({"max_mhz", "cores"});
+    UnitCap cap;
+    cap.max_mhz = c.num("max_mhz", u->fmin_mhz(), u->fmax_mhz());
+    cap.cores = static_cast<int>(c.num_or("cores", 1, u->cores, u->cores));
+    m.units.emplace_back(it.key(), cap);
+  }
+  return m;
+}
+
 }  // namespace
+
+const ComputeUnit* DeviceProfile::host_unit() const {
+  for (const auto& u : units)
+    if (host.empty() ? (u.kind == "cpu" && u.name != run_on) : u.name == host) return &u;
+  return nullptr;
+}
+
+const PowerMode& DeviceProfile::mode(const std::string& m) const {
+  for (const auto& x : modes)
+    if (x.name == m) return x;
+  std::ostringstream have;
+  for (const auto& x : modes) have << " " << x.name;
+  fail("profile ", name, ": no power mode \"", m, "\"",
+       modes.empty() ? std::string(" (it defines none)") : " (have:" + have.str() + ")");
+}
 
 const ComputeUnit& DeviceProfile::compute() const {
   for (const auto& u : units)
@@ -146,7 +191,7 @@ ComputeUnit& DeviceProfile::compute() {
 DeviceProfile DeviceProfile::from_json(const json& j, const std::string& origin) {
   Obj o(j, origin, "");
   o.allow({"schema", "name", "description", "units", "run_on", "memory", "storage_gbps",
-           "board_idle_w", "fit", "accelerator"});
+           "board_idle_w", "fit", "accelerator", "host", "modes"});
   std::string schema = o.str("schema");
   if (schema != "clone.device/1")
     fail(origin, ": schema: expected \"clone.device/1\", got \"", schema, "\"");
@@ -158,6 +203,13 @@ DeviceProfile DeviceProfile::from_json(const json& j, const std::string& origin)
   bool found = false;
   for (const auto& u : p.units) found = found || u.name == p.run_on;
   if (!found) fail(origin, ": run_on: \"", p.run_on, "\" names no entry of units");
+  p.host = o.str_or("host", "");
+  if (!p.host.empty()) {
+    const ComputeUnit* h = p.host_unit();
+    if (!h) fail(origin, ": host: \"", p.host, "\" names no entry of units");
+    if (h->kind != "cpu" || h->name == p.run_on)
+      fail(origin, ": host: \"", p.host, "\" must be a cpu unit other than run_on");
+  }
 
   Obj m = o.obj("memory");
   m.allow({"size_gb", "usable_fraction", "bus_bytes_per_cycle", "levels_mhz", "mhz", "pj_per_byte",
@@ -178,13 +230,29 @@ DeviceProfile DeviceProfile::from_json(const json& j, const std::string& origin)
 
   Obj f = o.obj("fit");
   f.allow({"compute_efficiency", "dram_efficiency", "core_bytes_per_cycle", "overlap",
-           "layer_overhead_us", "contention"});
+           "layer_overhead_us", "contention", "overhead_kcycles", "host_overhead_kcycles",
+           "host_activity"});
   p.fit.compute_efficiency = f.num("compute_efficiency", 1e-3, 1);
   p.fit.dram_efficiency = f.num("dram_efficiency", 1e-3, 1);
   p.fit.core_bytes_per_cycle = f.num("core_bytes_per_cycle", 0, 1e9);
   p.fit.overlap = f.num("overlap", 0, 1);
   p.fit.layer_overhead_us = f.num("layer_overhead_us", 0, 1e6);
   p.fit.contention = f.num("contention", 0, 0.95);
+  p.fit.overhead_kcycles = f.num_or("overhead_kcycles", 0, 1e6, 0);
+  p.fit.host_overhead_kcycles = f.num_or("host_overhead_kcycles", 0, 1e6, 0);
+  p.fit.host_activity = f.num_or("host_activity", 0, 1, 0);
+  if ((p.fit.host_overhead_kcycles > 0 || p.fit.host_activity > 0) && !p.host_unit())
+    fail(origin, ": fit: host_overhead_kcycles / host_activity need a host cpu unit");
+
+  if (o.has("modes")) {
+    for (const Obj& jm : o.arr("modes")) {
+      p.modes.push_back(read_mode(jm, p));
+      for (size_t i = 0; i + 1 < p.modes.size(); ++i)
+        if (p.modes[i].name == p.modes.back().name)
+          fail(origin, ": ", jm.where("name"), ": mode \"", p.modes.back().name,
+               "\" appears twice");
+    }
+  }
 
   if (o.has("accelerator")) {
     Obj a = o.obj("accelerator");
@@ -253,12 +321,14 @@ json DeviceProfile::to_json() const {
     ju["power"] = {{"static_w_per_v", u.power.static_w_per_v},
                    {"dynamic_w_per_ghz_v2", u.power.dynamic_w_per_ghz_v2},
                    {"idle_activity", u.power.idle_activity}};
+    if (u.power.pj_per_byte > 0) ju["power"]["pj_per_byte"] = u.power.pj_per_byte;
     ju["dvfs"] = {{"switch_latency_us", u.dvfs.switch_latency_us},
                   {"switch_energy_uj", u.dvfs.switch_energy_uj}};
     if (!u.sysfs.empty()) ju["sysfs"] = u.sysfs;
     j["units"].push_back(ju);
   }
   j["run_on"] = run_on;
+  if (!host.empty()) j["host"] = host;
   j["memory"] = {{"size_gb", memory.size_gb},
                  {"usable_fraction", memory.usable_fraction},
                  {"bus_bytes_per_cycle", memory.bus_bytes_per_cycle},
@@ -272,6 +342,19 @@ json DeviceProfile::to_json() const {
       {"compute_efficiency", fit.compute_efficiency},     {"dram_efficiency", fit.dram_efficiency},
       {"core_bytes_per_cycle", fit.core_bytes_per_cycle}, {"overlap", fit.overlap},
       {"layer_overhead_us", fit.layer_overhead_us},       {"contention", fit.contention}};
+  if (fit.overhead_kcycles > 0) j["fit"]["overhead_kcycles"] = fit.overhead_kcycles;
+  if (fit.host_overhead_kcycles > 0) j["fit"]["host_overhead_kcycles"] = fit.host_overhead_kcycles;
+  if (fit.host_activity > 0) j["fit"]["host_activity"] = fit.host_activity;
+  if (!modes.empty()) {
+    j["modes"] = json::array();
+    for (const auto& m : modes) {
+      json jm{{"name", m.name}, {"memory_mhz", m.memory_mhz}};
+      if (m.budget_w > 0) jm["budget_w"] = m.budget_w;
+      for (const auto& [n, c] : m.units)
+        jm["units"][n] = {{"max_mhz", c.max_mhz}, {"cores", c.cores}};
+      j["modes"].push_back(jm);
+    }
+  }
   j["accelerator"] = {{"sfu",
                        {{"switch_latency_us", sfu.switch_latency_us},
                         {"switch_energy_uj", sfu.switch_energy_uj},

@@ -25,6 +25,7 @@ void SimDevice::on_work(const Work& w) {
   last_ = model_->cost(w, level_, corunner_.at(now_ + shift_));
   now_ += last_.time_s;
   energy_ += last_.energy_j;
+  rail_ += last_.rail_j;
 }
 
 }  // namespace cln::device

@@ -9,6 +9,7 @@
 #include "clone/device/host.h"
 #include "clone/device/linux.h"
 #include "clone/device/profile.h"
+#include "clone/device/public_calibration.h"
 #include "common.h"
 #include "subcommand.h"
 
@@ -17,7 +18,7 @@ namespace {
 using namespace cln;
 
 struct Opts {
-  std::string root = "/", out, profile = "orin-nx-16gb";
+  std::string root = "/", out, profile = "orin-nx-16gb", public_dir, report;
   bool write = false, no_measure = false;
 };
 
@@ -45,7 +46,48 @@ int show(const Opts& o) {
   return 0;
 }
 
+std::string profile_path(const Opts& o, const device::DeviceProfile& p) {
+  return o.profile.find('/') != std::string::npos ? o.profile
+                                                  : device::profile_dir() + "/" + p.name + ".json";
+}
+
+// Fit to the public Jetson measurements: time and rail power factors on the fit models,
+// error on every cell, per split and power mode.
+int calibrate_public(const Opts& o) {
+  auto p = device::DeviceProfile::find(o.profile);
+  const auto data = device::load_jetson_public(o.public_dir);
+  const auto before = device::evaluate_public(p, data);
+  const auto r = device::fit_public(p, data);
+  std::printf("## shipped profile\n%s\n", device::public_error_table(before).markdown().c_str());
+  std::printf("## refit (%d evaluations; time loss %.4g, power loss %.4g on the fit models)\n%s\n",
+              r.evaluations, r.time_loss, r.power_loss,
+              device::public_error_table(r.points).markdown().c_str());
+  std::printf(
+      "fitted: compute_efficiency %.4f, dram_efficiency %.4f, core_bytes_per_cycle %.2f, "
+      "overhead_kcycles %.3f, host_overhead_kcycles %.3f, layer_overhead_us %.3f;\n"
+      "rail: static_w_per_v %.4f, dynamic_w_per_ghz_v2 %.4f, idle_activity %.4f, pj_per_byte "
+      "%.3f, host_activity %.4f\n",
+      r.fit.compute_efficiency, r.fit.dram_efficiency, r.fit.core_bytes_per_cycle,
+      r.fit.overhead_kcycles, r.fit.host_overhead_kcycles, r.fit.layer_overhead_us,
+      r.power.static_w_per_v, r.power.dynamic_w_per_ghz_v2, r.power.idle_activity,
+      r.power.pj_per_byte, r.fit.host_activity);
+  if (!o.report.empty()) {
+    device::public_error_table(r.points).write(o.report + ".md");
+    device::public_cells_table(r.points).write(o.report + ".csv");
+    std::printf("wrote %s.md and %s.csv\n", o.report.c_str(), o.report.c_str());
+  }
+  if (o.write) {
+    p.fit = r.fit;
+    p.compute().power = r.power;
+    const std::string path = profile_path(o, p);
+    p.save(path);
+    std::printf("wrote %s\n", path.c_str());
+  }
+  return 0;
+}
+
 int calibrate(const Opts& o) {
+  if (!o.public_dir.empty()) return calibrate_public(o);
   auto p = device::DeviceProfile::find(o.profile);
   const device::Fit* shared = nullptr;
   device::Fit nx_fit;
@@ -67,9 +109,7 @@ int calibrate(const Opts& o) {
       r.fit.compute_efficiency, r.fit.core_bytes_per_cycle, r.fit.overlap, r.fit.contention);
   if (o.write) {
     p.fit = r.fit;
-    std::string path = o.profile.find('/') != std::string::npos
-                           ? o.profile
-                           : device::profile_dir() + "/" + p.name + ".json";
+    const std::string path = profile_path(o, p);
     p.save(path);
     std::printf("wrote %s\n", path.c_str());
   }
@@ -94,9 +134,17 @@ const cli::Register reg{
       s->callback([mode] { *mode = 2; });
       cli::add_resource_flags(*s, {Resource::Profiles});
       auto* c = app.add_subcommand(
-          "calibrate", "fit a profile's efficiency factors to the paper's Gemma-2B measurements");
-      c->add_option("--profile", o->profile, "orin-nx-16gb or orin-nano-8gb (or a path)")
+          "calibrate",
+          "fit a profile's factors to the paper's Gemma-2B measurements, or with --public to "
+          "public llama.cpp measurements of the board");
+      c->add_option("--profile", o->profile,
+                    "orin-nx-16gb or orin-nano-8gb (paper), orin-nano-super-8gb (--public), or a "
+                    "path")
           ->capture_default_str();
+      c->add_option("--public", o->public_dir,
+                    "folder of public measurements (data/jetson-public): fit to them instead");
+      c->add_option("--report", o->report,
+                    "with --public: write <report>.md (errors) and <report>.csv (every cell)");
       c->add_flag("--write", o->write, "write the refitted factors back into the profile");
       c->callback([mode] { *mode = 3; });
       cli::add_resource_flags(*c, {Resource::Profiles});

@@ -26,6 +26,7 @@ void for_each_request_event(int n_layer, int64_t prompt, int64_t n_out, int64_t 
 
 struct FixedRun {
   double ttft_s = 0, tpot_s = 0, e2e_s = 0, energy_j = 0;
+  double rail_j = 0;  // of energy_j: the compute rail (Cost::rail_j)
 };
 // One request at a fixed level (max when level < 0), analytically.
 FixedRun run_fixed(std::shared_ptr<const CostModel> model, const CorunnerTrace& corunner,

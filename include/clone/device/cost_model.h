@@ -3,11 +3,15 @@
 // a co-runner taking a share of compute and bandwidth), power, and energy. Every backend and
 // controller asks this one place.
 //
-//   tc = flops / (work_per_cycle * f * compute_efficiency * a)         a = 1 - contention*s
-//   tm = bytes / (peak_bw * dram_efficiency * a) + bytes / (core_bytes_per_cycle * f * a)
-//   t  = max(max(tc, tm) + overlap * min(tc, tm) + layer_overhead * fixed, streamed / storage_bw)
-//   P  = board_idle + static_w_per_v*V + c*V^2*f*(idle_activity + (1-idle_activity)*tc/t)
-//        + DRAM pJ/byte * bytes / t + memory static
+//   tc = flops / (work_per_cycle * s * f * compute_efficiency * a)     a = 1 - contention*s
+//   tm = bytes / (bus * f_mem * dram_efficiency * a) + bytes / (core_bytes_per_cycle * s * f * a)
+//   t  = max(max(tc, tm) + overlap * min(tc, tm) + fixed * overhead, streamed / storage_bw)
+//   overhead = layer_overhead + overhead_kcycles / f + host_overhead_kcycles / f_host
+//   P_rail = s * (static_w_per_v*V + c*V^2*f*(idle_activity + (1-idle_activity)*tc/t))
+//            + unit pJ/byte * bytes / t + host_activity * c_host*V_host^2*f_host
+//   P  = board_idle + P_rail + DRAM pJ/byte * bytes / t + memory static
+// s is the share of the unit's cores online (nvpmodel gates TPCs), f_mem the memory clock and
+// f_host the host CPU clock: the profile's top clocks, or a power mode's caps.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +39,9 @@ struct Work {
 struct Cost {
   double time_s = 0;
   double energy_j = 0;
-  double util = 0;  // compute busy fraction, tc / t (what a utilization governor sees)
+  double util = 0;    // compute busy fraction, tc / t (what a utilization governor sees)
+  double rail_j = 0;  // of energy_j: the compute rail (run_on unit + host CPU), what a
+                      // VDD_CPU_GPU_CV sensor reads
 };
 
 struct CostOptions {
@@ -46,6 +52,10 @@ struct CostOptions {
   double kv_bytes_per_value = 2;  // KV cache element size (F16 on the Jetson runtimes)
   int64_t n_logits_prefill = 1;   // logits computed at the end of a prefill pass
   int64_t max_context = 4096;     // KV cache the runtime reserves (memory fit check)
+  std::string mode;               // the profile's power mode (nvpmodel) to run in; "" = none
+  // Bytes per weight relative to the model's weight type, for formats the engine does not
+  // run (Q4_K_M measured elsewhere: the file's size over the Q4_0 size of the same shapes).
+  double weight_bytes_scale = 1;
 };
 
 class CostModel {
@@ -79,6 +89,9 @@ class CostModel {
   double resident_fraction() const { return resident_; }  // < 1: weights stream (offload)
   bool offloaded() const { return resident_ < 1; }
   double board_idle_w() const { return profile_.board_idle_w; }
+  double memory_mhz() const { return mem_mhz_; }
+  double host_mhz() const { return host_mhz_; }
+  double core_share() const { return share_; }  // of the run_on unit's cores online
 
  private:
   DeviceProfile profile_;
@@ -88,6 +101,9 @@ class CostModel {
   const ComputeUnit* unit_ = nullptr;
   double weight_bytes_ = 0;
   double resident_ = 1;
+  double mem_mhz_ = 0, share_ = 1;
+  const ComputeUnit* host_ = nullptr;
+  double host_mhz_ = 0, host_volt_ = 0, host_share_ = 1;
 };
 
 }  // namespace cln::device

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -19,6 +20,7 @@ struct UnitPower {
   double static_w_per_v = 0;        // leakage: P_static = static_w_per_v * V
   double dynamic_w_per_ghz_v2 = 0;  // switching: P_dyn = c * V^2 * f[GHz] * activity
   double idle_activity = 0;         // activity while stalled on memory (clock tree, issue)
+  double pj_per_byte = 0;  // energy on this unit's rail per DRAM byte it moves (0: in memory)
 };
 
 struct UnitDvfs {
@@ -60,6 +62,31 @@ struct Fit {
   double overlap = 0;               // t = max(tc, tm) + overlap * min(tc, tm)
   double layer_overhead_us = 0;     // fixed cost per layer pass (launches, sync)
   double contention = 0;            // co-runner of intensity s leaves (1 - contention*s)
+  // Clock-dependent parts of the fixed per-layer cost: thousands of cycles of the unit that
+  // runs the model (kernel prologues, sync) and of the host CPU that launches its kernels.
+  double overhead_kcycles = 0;
+  double host_overhead_kcycles = 0;
+  // Share of the host CPU's dynamic power drawn while it drives the model (0: the host is
+  // part of board_idle_w, as the paper-fitted profiles have it).
+  double host_activity = 0;
+};
+
+// A named preset of the board's knobs (an nvpmodel power mode): the highest clock each unit
+// may run at, the cores it has online, the memory clock, and the budget it is sized for.
+struct UnitCap {
+  double max_mhz = 0;  // levels above are unavailable in this mode
+  int cores = 0;       // cores online (GPU: CUDA cores of the enabled TPCs); 0 = all
+};
+struct PowerMode {
+  std::string name;       // "15W", "MAXN_SUPER"
+  double budget_w = 0;    // 0: uncapped
+  double memory_mhz = 0;  // EMC clock in this mode; one of memory.levels_mhz
+  std::vector<std::pair<std::string, UnitCap>> units;  // by unit name
+  const UnitCap* cap(const std::string& unit) const {
+    for (const auto& [n, c] : units)
+      if (n == unit) return &c;
+    return nullptr;
+  }
 };
 
 struct Sfu {  // the paper's fast-switching DVFS unit
@@ -78,15 +105,19 @@ struct DeviceProfile {
   std::string description;
   std::vector<ComputeUnit> units;
   std::string run_on;  // name of the unit that runs the model (the DVFS knob)
+  std::string host;    // the CPU unit that drives it (default: the first other cpu unit)
   Memory memory;
   double storage_gbps = 0;  // storage read bandwidth, GB/s (offloaded weights stream at this)
   double board_idle_w = 0;  // everything else on the board while it serves
   Fit fit;
   Sfu sfu;
   Lpu lpu;
+  std::vector<PowerMode> modes;  // nvpmodel presets (optional)
 
   const ComputeUnit& compute() const;  // the unit named by run_on
   ComputeUnit& compute();
+  const ComputeUnit* host_unit() const;                  // nullptr when the profile has no host CPU
+  const PowerMode& mode(const std::string& name) const;  // error listing the modes if unknown
 
   // Throws cln::Error naming the field ("<origin>: memory.mhz: ...").
   static DeviceProfile from_json(const nlohmann::json& j, const std::string& origin);

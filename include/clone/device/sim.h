@@ -25,6 +25,8 @@ class SimDevice : public DeviceBackend {
   void on_work(const Work& w);
   double now_s() const override { return now_; }
   double energy_j() const override { return energy_; }
+  // Of energy_j: the compute rail's share (Cost::rail_j summed over the layers run).
+  double rail_energy_j() const { return rail_; }
   double corunner_intensity() const override { return corunner_.at(now_ + shift_); }
   double last_util() const override { return last_.util; }
   int64_t switches() const override { return switches_; }
@@ -47,7 +49,7 @@ class SimDevice : public DeviceBackend {
   std::shared_ptr<const CostModel> model_;
   CorunnerTrace corunner_;
   int level_;
-  double now_ = 0, energy_ = 0, shift_ = 0;
+  double now_ = 0, energy_ = 0, shift_ = 0, rail_ = 0;
   int64_t switches_ = 0;
   Cost last_;
 };
