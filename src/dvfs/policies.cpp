@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "clone/core/error.h"
 #include "clone/core/resources.h"
@@ -183,25 +184,33 @@ class StaticPerRequest : public Policy {
   StaticPerRequest(std::shared_ptr<const CostModel> m, int64_t n_batch)
       : m_(std::move(m)), n_batch_(n_batch) {}
   std::string name() const override { return "static"; }
+  // The cheapest single clock whose predicted TTFT and TPOT meet the SLO (not the lowest
+  // such clock: below the energy-optimal clock a slower run costs more static energy).
   void begin(const RequestInfo& r, const device::SimDevice* sim) override {
     // The co-runner's load now is observable (a load average); its future is not.
     double s = sim ? sim->corunner_intensity() : 0;
     int nl = m_->n_layer();
     level_ = m_->max_level();
-    int64_t mid = r.prompt + std::max<int64_t>(r.predicted_output, 1) / 2;
+    const int64_t n_out = std::max<int64_t>(r.predicted_output, 1);
+    int64_t mid = r.prompt + n_out / 2;
     double queued = r.start_s - r.arrival_s;
+    double best = std::numeric_limits<double>::infinity();
     for (int k = 0; k <= m_->max_level(); ++k) {
-      double ttft = queued, tpot = 0;
+      double ttft = queued, tpot = 0, e_pre = 0, e_tok = 0;
       for (int64_t pos = 0; pos < r.prompt; pos += n_batch_)
-        for (int l = 0; l <= nl; ++l)
-          ttft +=
-              m_->cost(m_->work(l, Phase::Prefill, pos, std::min(n_batch_, r.prompt - pos)), k, s)
-                  .time_s;
-      for (int l = 0; l <= nl; ++l)
-        tpot += m_->cost(m_->work(l, Phase::Decode, mid, 1), k, s).time_s;
-      if (ttft <= r.ttft_target_s && tpot <= r.tpot_target_s) {
+        for (int l = 0; l <= nl; ++l) {
+          const auto c =
+              m_->cost(m_->work(l, Phase::Prefill, pos, std::min(n_batch_, r.prompt - pos)), k, s);
+          ttft += c.time_s, e_pre += c.energy_j;
+        }
+      for (int l = 0; l <= nl; ++l) {
+        const auto c = m_->cost(m_->work(l, Phase::Decode, mid, 1), k, s);
+        tpot += c.time_s, e_tok += c.energy_j;
+      }
+      const double energy = e_pre + static_cast<double>(n_out - 1) * e_tok;
+      if (ttft <= r.ttft_target_s && tpot <= r.tpot_target_s && energy < best) {
+        best = energy;
         level_ = k;
-        break;
       }
     }
   }
@@ -211,6 +220,37 @@ class StaticPerRequest : public Policy {
   std::shared_ptr<const CostModel> m_;
   int64_t n_batch_;
   int level_ = 0;
+};
+
+// The load-based GPU governor a Jetson ships (devfreq's nvhost_podgov): the clock follows
+// the share of wall time the GPU was busy over a window, whatever the arithmetic utilisation
+// of its kernels; above the upper threshold it scales up to bring the load to the target,
+// below the lower one it scales down. Busy while serving, so it rises to the top clock;
+// after an idle gap it starts low and ramps up.
+class LoadGovernor : public Policy {
+ public:
+  LoadGovernor(std::shared_ptr<const CostModel> m, double window)
+      : m_(std::move(m)), window_(window), level_(m_->max_level()) {}
+  std::string name() const override { return "podgov"; }
+  int decide(const State& s) override {
+    if (last_now_ < 0) last_now_ = s.now_s - s.last_layer_s;
+    busy_ += s.last_layer_s;
+    wall_ += std::max(s.now_s - last_now_, s.last_layer_s);
+    last_now_ = s.now_s;
+    if (wall_ >= window_) {
+      const double load = std::min(1.0, busy_ / wall_);
+      const double f = m_->levels()[static_cast<size_t>(level_)].mhz;
+      if (load > kUp || load < kDown) level_ = m_->level_at_least(f * load / kTarget);
+      busy_ = wall_ = 0;
+    }
+    return level_;
+  }
+
+ private:
+  static constexpr double kUp = 0.85, kDown = 0.5, kTarget = 0.7;
+  std::shared_ptr<const CostModel> m_;
+  double window_, busy_ = 0, wall_ = 0, last_now_ = -1;
+  int level_;
 };
 
 class Mpc : public Policy {
@@ -272,17 +312,18 @@ std::unique_ptr<Policy> make_policy(const std::string& name, std::shared_ptr<con
   if (name == "powersave") return std::make_unique<Powersave>();
   if (name == "schedutil") return std::make_unique<Schedutil>(model, opt.schedutil_window_s);
   if (name == "static") return std::make_unique<StaticPerRequest>(model, opt.n_batch);
+  if (name == "podgov") return std::make_unique<LoadGovernor>(model, opt.schedutil_window_s);
   if (name == "mpc") return std::make_unique<Mpc>(model);
   if (name == "oracle") return make_oracle(model, opt.n_batch);
   if (name == "learned")
     return std::make_unique<Learned>(
         model, opt.learned_net ? *opt.learned_net : *load_learned_net(*model, opt.learned_path));
   fail("unknown DVFS controller \"", name,
-       "\" (have: performance, powersave, schedutil, static, learned, mpc, oracle)");
+       "\" (have: performance, powersave, schedutil, podgov, static, learned, mpc, oracle)");
 }
 
 std::vector<std::string> policy_names() {
-  return {"performance", "powersave", "schedutil", "static", "learned", "oracle"};
+  return {"performance", "powersave", "schedutil", "podgov", "static", "learned", "oracle"};
 }
 
 }  // namespace cln::dvfs

@@ -51,6 +51,7 @@ std::vector<Judgement> judge(const std::vector<Summary>& summaries,
     j.saving_vs_powersave_pct = saving("powersave");
     j.saving_vs_schedutil_pct = saving("schedutil");
     j.saving_vs_static_pct = saving("static");
+    j.saving_vs_podgov_pct = saving("podgov");
     out.push_back(j);
   }
   return out;
@@ -73,7 +74,8 @@ SimReport::SimReport(std::vector<std::string> corunners, std::vector<std::string
                 "slo_attainment_pct", "attainment_feasible_pct", "switches_per_token"}),
       judged_({"sfu", "lpu", "noise", "corunner", "learned_att_pct", "performance_att_pct",
                "att_gap_points", "learned_vs_oracle_energy_pct", "saving_vs_performance_pct",
-               "saving_vs_powersave_pct", "saving_vs_schedutil_pct", "saving_vs_static_pct"}),
+               "saving_vs_powersave_pct", "saving_vs_schedutil_pct", "saving_vs_static_pct",
+               "saving_vs_podgov_pct"}),
       requests_({"sfu",     "lpu",      "noise",         "corunner", "controller",
                  "id",      "slo",      "prompt",        "output",   "predicted",
                  "queue_s", "ttft_s",   "ttft_target_s", "tpot_s",   "tpot_target_s",
@@ -144,7 +146,7 @@ void SimReport::add(const Setting& st, const SweepResult& res) {
   for (const auto& j : judge(res.summaries, corunners_))
     judged_.add({sfu, lpu, st.noise, j.corunner, j.learned_att, j.performance_att, j.att_gap,
                  j.learned_vs_oracle_pct, j.saving_vs_performance_pct, j.saving_vs_powersave_pct,
-                 j.saving_vs_schedutil_pct, j.saving_vs_static_pct});
+                 j.saving_vs_schedutil_pct, j.saving_vs_static_pct, j.saving_vs_podgov_pct});
   if (timeline_.empty() && !res.timeline.empty()) {
     timeline_ = res.timeline;
     timeline_title_ = "request " + std::to_string(timeline_request_) + ", " +

@@ -8,11 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "clone/engine/presets.h"
 #include "clone/core/error.h"
 #include "clone/device/calibrate.h"
 #include "clone/dvfs/mlp.h"
 #include "clone/dvfs/runner.h"
+#include "clone/engine/presets.h"
 #include "clone/workload/workload.h"
 
 using namespace cln;
@@ -28,8 +28,7 @@ std::shared_ptr<const device::CostModel> nx_model(bool sfu = false) {
   device::CostOptions o;
   o.sfu = sfu;
   return std::make_shared<const device::CostModel>(
-      device::DeviceProfile::load(src("profiles/orin-nx-16gb.json")),
-      model_preset("gemma-2b"), o);
+      device::DeviceProfile::load(src("profiles/orin-nx-16gb.json")), model_preset("gemma-2b"), o);
 }
 
 workload::Request req(int64_t id, int64_t prompt, int64_t output, double ttft, double tpot) {
@@ -57,7 +56,7 @@ TEST(Policies, GovernorsBehaveAsNamed) {
   auto m = nx_model();
   auto reqs = chat(6, 3);
   std::map<std::string, Summary> s;
-  for (const char* n : {"performance", "powersave", "schedutil", "static"}) {
+  for (const char* n : {"performance", "powersave", "schedutil", "podgov", "static"}) {
     auto pol = make_policy(n, m);
     device::SimDevice dev(m, device::CorunnerTrace::constant(0));
     s[n] = summarize(n, "idle", run_workload(dev, *pol, reqs, {}, {}));
@@ -66,6 +65,8 @@ TEST(Policies, GovernorsBehaveAsNamed) {
   EXPECT_EQ(s["performance"].switches_per_token, 0);
   // schedutil sees decode's low compute utilisation and drops the clock.
   EXPECT_GT(s["schedutil"].tpot_p50, 1.5 * s["performance"].tpot_p50);
+  // podgov sees the GPU busy all the time while it serves: it stays near the top clock.
+  EXPECT_LT(s["podgov"].tpot_p50, 1.05 * s["performance"].tpot_p50);
   // static picks one clock per request that meets the (idle) SLO with less energy.
   EXPECT_GE(s["static"].attainment, s["performance"].attainment);
   EXPECT_LT(s["static"].energy_j, s["performance"].energy_j);
@@ -73,6 +74,46 @@ TEST(Policies, GovernorsBehaveAsNamed) {
   PolicyOptions missing;
   missing.learned_path = "/nonexistent/policy.json";
   EXPECT_THROW(make_policy("learned", m, missing), Error);
+}
+
+// podgov follows busy time: a request after an idle gap starts at a low clock and ramps
+// up while the GPU stays busy; static takes the cheapest feasible clock, not the lowest.
+TEST(Policies, LoadGovernorRampsAndStaticTakesTheCheapestClock) {
+  auto m = nx_model();
+  auto gov = make_policy("podgov", m);
+  State s;
+  s.level = m->max_level();
+  s.last_layer_s = 0.001;
+  s.now_s = 0.001;
+  EXPECT_EQ(gov->decide(s), m->max_level());
+  s.now_s = 1.0;  // idle for a second, then one short layer: load ~0.1%
+  const int after_gap = gov->decide(s);
+  EXPECT_EQ(after_gap, 0);
+  int level = after_gap;
+  for (int i = 0; i < 200; ++i) {  // busy back to back
+    s.now_s += s.last_layer_s;
+    level = gov->decide(s);
+  }
+  EXPECT_EQ(level, m->max_level());
+
+  // Static: with a generous SLO every level is feasible; it takes the one of least predicted
+  // energy, which is not the lowest clock on this board (static power makes slow runs cost).
+  RequestInfo r;
+  r.prompt = 128, r.predicted_output = 64, r.ttft_target_s = 1e3, r.tpot_target_s = 1e3;
+  auto st = make_policy("static", m);
+  st->begin(r, nullptr);
+  const int chosen = st->decide(State{});
+  auto energy_at = [&](int k) {
+    double e = 0;
+    for (int64_t pos = 0; pos < 128; pos += 512)
+      for (int l = 0; l <= m->n_layer(); ++l)
+        e += m->cost(m->work(l, Phase::Prefill, 0, 128), k, 0).energy_j;
+    for (int l = 0; l <= m->n_layer(); ++l)
+      e += 63 * m->cost(m->work(l, Phase::Decode, 128 + 32, 1), k, 0).energy_j;
+    return e;
+  };
+  EXPECT_GT(chosen, 0);
+  for (int k = 0; k <= m->max_level(); ++k) EXPECT_LE(energy_at(chosen), energy_at(k)) << k;
 }
 
 // The oracle against exhaustive search on a problem small enough to enumerate.
@@ -291,8 +332,8 @@ TEST(Accelerator, ExpertSetsSwapBetweenRequestsAndTheLpuRemovesTheCost) {
     device::CostOptions o;
     o.lpu = lpu, o.n_experts = 4;
     return std::make_shared<const device::CostModel>(
-        device::DeviceProfile::load(src("profiles/orin-nx-16gb.json")),
-        model_preset("gemma-2b"), o);
+        device::DeviceProfile::load(src("profiles/orin-nx-16gb.json")), model_preset("gemma-2b"),
+        o);
   };
   std::vector<workload::Request> base;
   for (int i = 0; i < 4; ++i) base.push_back(req(i, 100, 20, 10, 1));

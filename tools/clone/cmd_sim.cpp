@@ -3,13 +3,13 @@
 // timeline (layers x tokens) of one request.
 #include <cstdio>
 
-#include "clone/engine/presets.h"
 #include "clone/core/error.h"
 #include "clone/core/plot.h"
 #include "clone/device/cost_model.h"
 #include "clone/dvfs/report.h"
 #include "clone/dvfs/runner.h"
 #include "clone/engine/model_config.h"
+#include "clone/engine/presets.h"
 #include "clone/gguf/gguf.h"
 #include "clone/workload/replay.h"
 #include "common.h"
@@ -22,7 +22,7 @@ using namespace cln;
 struct Opts {
   std::string profile = "orin-nx-16gb", model = "gemma-2b", workload = "chat", out = "sim-out";
   std::vector<std::string> corunners{"idle", "web-search", "video", "bursty"};
-  std::vector<std::string> controllers{"performance", "powersave", "schedutil",
+  std::vector<std::string> controllers{"performance", "powersave", "schedutil", "podgov",
                                        "static",      "learned",   "oracle"};
   std::string sfu = "off", lpu = "off", policy;
   bool open_loop = false, no_plots = false;

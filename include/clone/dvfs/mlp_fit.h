@@ -28,7 +28,7 @@ std::vector<float> normalise(const Mlp& net, const std::vector<float>& x);
 struct FitOptions {
   int epochs = 60;
   int batch = 128;
-  double lr = 3e-3;  // for the first two thirds of the epochs, then a fifth of it
+  double lr = 3e-3;         // for the first two thirds of the epochs, then a fifth of it
   double weight_decay = 0;  // AdamW's decoupled decay of the weight matrices (not biases)
 };
 

@@ -3,8 +3,11 @@
 //   performance  top clock always            powersave  bottom clock always
 //   schedutil    utilization governor: f = 1.25 * f_max * frequency-invariant compute
 //                utilization over the last window (what Linux schedutil/ondemand do)
-//   static       one clock per request, the lowest whose predicted TTFT and TPOT meet the
-//                SLO (the workload-level black-box approach)
+//                (a CPU governor: it sees decode's low arithmetic utilisation)
+//   podgov       the load-based GPU governor Jetsons ship (devfreq nvhost_podgov): clock
+//                from the GPU's busy share of wall time over a window
+//   static       one clock per request, the cheapest whose predicted TTFT and TPOT meet
+//                the SLO (the workload-level black-box approach)
 //   learned      two-layer MLP (< 1K parameters) over the state below, trained in the
 //                simulator by imitation (see train.h); models/dvfs/ ships the weights
 //   mpc          the learned policy's teacher: a Lagrangian solve of the rest of the
@@ -80,7 +83,7 @@ struct PolicyOptions {
   int64_t n_batch = 512;  // prefill pass length (the oracle plans the same events)
 };
 
-// "performance", "powersave", "schedutil", "static", "learned", "mpc", "oracle".
+// "performance", "powersave", "schedutil", "podgov", "static", "learned", "mpc", "oracle".
 std::unique_ptr<Policy> make_policy(const std::string& name,
                                     std::shared_ptr<const device::CostModel> model,
                                     const PolicyOptions& opt = {});

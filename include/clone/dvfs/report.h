@@ -29,7 +29,7 @@ struct Judgement {
   double learned_att = 0, performance_att = 0, att_gap = 0;  // SLO attainment, % and points
   double learned_vs_oracle_pct = 0;
   double saving_vs_performance_pct = 0, saving_vs_powersave_pct = 0, saving_vs_schedutil_pct = 0,
-         saving_vs_static_pct = 0;
+         saving_vs_static_pct = 0, saving_vs_podgov_pct = 0;
 };
 // One judgement per pattern of `corunners` (in that order) that has a learned summary.
 std::vector<Judgement> judge(const std::vector<Summary>& summaries,
