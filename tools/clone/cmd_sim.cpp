@@ -24,7 +24,7 @@ struct Opts {
   std::vector<std::string> corunners{"idle", "web-search", "video", "bursty"};
   std::vector<std::string> controllers{"performance", "powersave", "schedutil", "podgov",
                                        "static",      "learned",   "oracle"};
-  std::string sfu = "off", lpu = "off", policy;
+  std::string sfu = "off", lpu = "off", policy, mode;
   bool open_loop = false, no_plots = false;
   int experts = 0, lora_bank = 0;
   size_t requests = 100;
@@ -59,7 +59,7 @@ int run(const Opts& o) {
   for (bool sfu : sfus)
     for (bool lpu : lpus) {
       device::CostOptions co;
-      co.sfu = sfu, co.lpu = lpu, co.n_experts = o.experts;
+      co.sfu = sfu, co.lpu = lpu, co.n_experts = o.experts, co.mode = o.mode;
       auto model = std::make_shared<const device::CostModel>(prof, mc, co);
       if (model->offloaded())
         std::printf(
@@ -86,9 +86,10 @@ int run(const Opts& o) {
         report.add({sfu, lpu, noise}, dvfs::sweep(model, reqs, sp));
       }
     }
-  std::printf("## %s on %s, %zu requests (%s workload, seed %llu)\n\n%s\n", mc.name.c_str(),
-              prof.name.c_str(), reqs.size(), o.workload.c_str(),
-              static_cast<unsigned long long>(o.seed), report.summary().markdown().c_str());
+  std::printf("## %s on %s%s%s, %zu requests (%s workload, seed %llu)\n\n%s\n", mc.name.c_str(),
+              prof.name.c_str(), o.mode.empty() ? "" : " in mode ", o.mode.c_str(), reqs.size(),
+              o.workload.c_str(), static_cast<unsigned long long>(o.seed),
+              report.summary().markdown().c_str());
   if (!report.judged().rows().empty())
     std::printf("## learned policy vs the others\n\n%s\n", report.judged().markdown().c_str());
   if (report.has_ablation())
@@ -125,6 +126,9 @@ const cli::Register reg{
       auto o = std::make_shared<Opts>();
       app.add_option("--profile", o->profile, "device profile name or JSON path")
           ->capture_default_str();
+      app.add_option("--mode", o->mode,
+                     "run in one of the profile's power modes (nvpmodel preset: clock caps, "
+                     "cores, memory clock), e.g. 15W; default none (the profile's top clocks)");
       app.add_option("--model", o->model,
                      "model shapes: preset (gemma-2b, llama2-7b, tinyllama-1.1b) or a .gguf")
           ->capture_default_str();
