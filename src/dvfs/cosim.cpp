@@ -28,9 +28,20 @@ CoSim::CoSim(const ModelConfig& model, const CoSimOptions& opt, int64_t prompt_t
   po.learned_path = opt.policy_path;
   po.n_batch = opt.n_batch;
   policy_ = make_policy(opt.controller, model_, po);
-  feasible_ = feasible_at_top(*dev_, req_, dev_->now_s(), opt.n_batch);
-  driver_.emplace(*dev_, *policy_, req_, dev_->now_s(),
-                  opt.predicted > 0 ? opt.predicted : req_.output, opt.n_batch);
+  const double arrival = dev_->now_s();
+  if (opt.embed_layers > 0) {
+    const int nl = model_->n_layer();
+    if (opt.embed_layers > nl || opt.embed_tokens < 1)
+      fail("co-simulation: the router's embedding runs ", opt.embed_layers, " of ", nl,
+           " layers over ", opt.embed_tokens, " tokens");
+    const double e0 = dev_->energy_j();
+    for (int il = 0; il < opt.embed_layers; ++il)
+      dev_->on_layer(LayerEvent{Phase::Prefill, il, nl, 0, opt.embed_tokens});
+    embed_j_ = dev_->energy_j() - e0;
+  }
+  feasible_ = feasible_at_top(*dev_, req_, arrival, opt.n_batch);
+  driver_.emplace(*dev_, *policy_, req_, arrival, opt.predicted > 0 ? opt.predicted : req_.output,
+                  opt.n_batch);
   if (opt.backend == "linux") {
     real_ = std::make_unique<RealBoard>(opt.sysfs_root, opt.knob, model_->levels());
     measured_.emplace();
@@ -67,6 +78,7 @@ void CoSim::on_event(const LayerEvent& ev) {
 RequestResult CoSim::finish() {
   RequestResult r = driver_->finish();
   r.feasible = feasible_;
+  r.energy_j += embed_j_;
   if (real_) {
     measured_->energy_j += real_->meter();
     measured_->time_s = real_->now_s() - real_t0_;

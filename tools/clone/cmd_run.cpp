@@ -3,6 +3,7 @@
 // simulated device (the model's own shapes on the profile's cost model), and the
 // request's simulated trace on that device is printed after the text.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 
@@ -10,6 +11,10 @@
 #include "clone/dvfs/cosim.h"
 #include "clone/engine/context.h"
 #include "clone/engine/generate.h"
+#include "clone/gguf/gguf.h"
+#include "clone/serve/embed.h"
+#include "clone/serve/length.h"
+#include "clone/serve/router.h"
 #include "clone/tokenizer/tokenizer.h"
 #include "common.h"
 #include "subcommand.h"
@@ -25,6 +30,10 @@ struct Opts {
   int threads = 0;
   cln::SamplerParams sp;
   std::vector<std::string> loras;
+  // The soft mixture of LoRA experts: experts with router keys, mixed per prompt.
+  std::vector<std::string> experts;
+  std::string mixing = "soft", length_model;
+  double route_temperature = 0.05, route_threshold = 0.05;
   bool stats = true;
   bool ignore_eos = false;
   // Co-simulation on a modelled device.
@@ -39,12 +48,14 @@ constexpr int64_t kBatch = 512;  // the engine's prefill pass length; the simula
 
 // The co-simulation of this generation on a modelled device (dvfs/cosim.h).
 std::unique_ptr<cln::dvfs::CoSim> make_cosim(const Opts& o, const cln::Model& m,
-                                             int64_t prompt_tokens) {
+                                             int64_t prompt_tokens, int64_t predicted,
+                                             int embed_layers, int64_t embed_tokens) {
   cln::dvfs::CoSimOptions c;
   c.device = o.device, c.controller = o.dvfs, c.policy_path = o.policy_file, c.slo = o.slo;
   c.ttft_target_s = o.ttft_ms * 1e-3, c.tpot_target_s = o.tpot_ms * 1e-3;
-  c.corunner = o.corunner, c.corunner_seed = o.corunner_seed, c.predicted = o.predicted;
+  c.corunner = o.corunner, c.corunner_seed = o.corunner_seed, c.predicted = predicted;
   c.n_batch = kBatch;
+  c.embed_layers = embed_layers, c.embed_tokens = embed_tokens;
   c.backend = o.backend, c.sysfs_root = o.sysfs_root, c.knob = o.knob;
   return std::make_unique<cln::dvfs::CoSim>(m.config(), c, prompt_tokens, std::max(1, o.n_predict));
 }
@@ -57,10 +68,70 @@ int run(const Opts& o) {
   if (!o.prompt_file.empty()) prompt = cli::read_text_file(o.prompt_file);
   std::vector<int32_t> ids = tok.encode(prompt, true);
   Context ctx(model, {o.n_ctx, o.threads, kBatch});
-  ctx.set_loras(cli::load_loras(o.loras, *model));
+  std::vector<ActiveLora> loras = cli::load_loras(o.loras, *model);
+  // Routing: the prompt's embedding (the base's first k layers, no adapters) against each
+  // expert's key; the experts are then applied with the router's weights.
+  int embed_layers = 0;
+  int64_t embed_tokens = 0;
+  std::unique_ptr<serve::Embedder> embedder;
+  std::vector<float> embedding;
+  if (!o.experts.empty()) {
+    if (!o.loras.empty()) fail("--expert (routed) and --lora (fixed weights) do not mix");
+    std::vector<std::pair<std::string, std::shared_ptr<const LoraAdapter>>> experts;
+    std::vector<serve::ExpertKey> keys;
+    for (const auto& [name, path] : cli::expert_specs(o.experts)) {
+      experts.emplace_back(name, LoraAdapter::load(path, *model));
+      auto key = serve::read_key(*GgufFile::open(path));
+      if (!key)
+        fail("expert ", path,
+             " has no router key: add one with `clone lora keys`, or apply it "
+             "with --lora");
+      keys.push_back(std::move(*key));
+    }
+    serve::RouterOptions ro;
+    ro.mixing = serve::mixing_from_name(o.mixing);
+    ro.temperature = o.route_temperature, ro.threshold = o.route_threshold;
+    serve::Router router(keys, ro);
+    embedder = serve::make_hidden_embedder(router.embedder(), model, std::max(1, o.threads));
+    const auto t0 = std::chrono::steady_clock::now();
+    embedding = embedder->embed(ids);
+    const double route_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const std::vector<double> w = router.weights(embedding);
+    std::string shown;
+    for (size_t i = 0; i < w.size(); ++i) {
+      if (w[i] <= 0) continue;
+      loras.push_back({experts[i].second, static_cast<float>(w[i])});
+      char buf[128];
+      std::snprintf(buf, sizeof buf, "%s%s %.3f", shown.empty() ? "" : ", ",
+                    experts[i].first.c_str(), w[i]);
+      shown += buf;
+    }
+    embed_layers = static_cast<int>(dynamic_cast<const serve::HiddenEmbedder&>(*embedder).layers());
+    embed_tokens = std::min<int64_t>(static_cast<int64_t>(ids.size()), embedder->max_tokens());
+    if (o.stats)
+      std::fprintf(stderr, "[clone route] %s mixing over %zu experts (%s embedding, %.1f ms): %s\n",
+                   o.mixing.c_str(), experts.size(), router.embedder().c_str(), route_ms,
+                   shown.c_str());
+  }
+  ctx.set_loras(loras);
+  // The output-length predictor: the controller plans for its prediction.
+  int64_t predicted = o.predicted;
+  if (!o.length_model.empty()) {
+    auto lm = serve::OutputLengthModel::load(o.length_model, model, std::max(1, o.threads));
+    const int64_t cap = std::max(1, o.n_predict);
+    predicted = std::clamp<int64_t>(embedder && lm.embedder_name() == embedder->name()
+                                        ? lm.predict(ids, embedding)
+                                        : lm.predict(ids),
+                                    1, cap);
+    if (o.stats)
+      std::fprintf(stderr, "[clone length] predicted %lld tokens (cap %lld)\n",
+                   static_cast<long long>(predicted), static_cast<long long>(cap));
+  }
   std::unique_ptr<dvfs::CoSim> cosim;
   if (!o.device.empty()) {
-    cosim = make_cosim(o, *model, static_cast<int64_t>(ids.size()));
+    cosim = make_cosim(o, *model, static_cast<int64_t>(ids.size()), predicted, embed_layers,
+                       embed_tokens);
     ctx.set_hook(cosim->hook());
   } else if (!o.trace.empty()) {
     fail("--trace needs --device (the trace is the simulated device's)");
@@ -128,6 +199,24 @@ const cln::cli::Register reg{
           ->check(CLI::Range(0.0, 1.0));
       app.add_option("-s,--seed", o->sp.seed, "sampling seed")->capture_default_str();
       app.add_option("--lora", o->loras, "LoRA adapter GGUF, as path or path:weight (repeatable)");
+      app.add_option("--expert", o->experts,
+                     "LoRA expert with a router key (path or name=path, repeatable): mixed per "
+                     "prompt by the router");
+      app.add_option("--mixing", o->mixing, "with --expert: soft, top1 or uniform")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"soft", "top1", "uniform"}));
+      app.add_option("--route-temperature", o->route_temperature,
+                     "with --expert: softmax temperature over cosine similarities")
+          ->capture_default_str()
+          ->check(CLI::PositiveNumber);
+      app.add_option("--route-threshold", o->route_threshold,
+                     "with --expert: drop experts under this weight")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 0.99));
+      app.add_option("--length-model", o->length_model,
+                     "output-length predictor JSON (clone length train): the DVFS controller "
+                     "plans for its prediction")
+          ->check(CLI::ExistingFile);
       app.add_flag("--ignore-eos", o->ignore_eos, "keep generating past the end-of-sequence token");
       app.add_flag("!--no-stats", o->stats, "do not print timing to stderr");
       auto* g = app.add_option_group("co-simulation",

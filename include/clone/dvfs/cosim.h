@@ -36,6 +36,11 @@ struct CoSimOptions {
   std::string backend = "sim";
   std::string sysfs_root = "/";  // linux: where sysfs is (tests pass a fake tree)
   std::string knob;              // linux: the knob to drive (empty: the GPU, else the first)
+  // The router's prompt embedding (the base model's first embed_layers layers over the
+  // prompt's first embed_tokens tokens) runs before the request's passes: charged on the
+  // device at its clock, inside the request's TTFT and energy. 0: no router.
+  int embed_layers = 0;
+  int64_t embed_tokens = 0;
 };
 
 // What the real board measured for one request (backend "linux").
@@ -98,6 +103,7 @@ class CoSim {
   std::unique_ptr<RealBoard> real_;
   std::optional<Measured> measured_;
   double real_t0_ = 0;
+  double embed_j_ = 0;  // energy of the router's embedding (before the driver's first pass)
 };
 
 }  // namespace cln::dvfs
