@@ -205,11 +205,13 @@ void Oracle::begin(const RequestInfo& r, const device::SimDevice* sim) {
   L_ = m_->max_level() + 1;
   T_.assign(N * L_, 0);
   E_.assign(N * L_, 0);
+  // The oracle knows the board as it is (its cost model, not the one controllers plan with).
+  const CostModel& dm = sim->model();
   std::vector<device::Work> work(N);
   for (size_t i = 0; i < N; ++i)
-    work[i] = m_->work(nodes_[i].layer, nodes_[i].phase, nodes_[i].pos, nodes_[i].n_tokens);
-  double sw_t = m_->switch_time_s();
-  double sw_e = m_->switch_energy_j() + sw_t * m_->board_idle_w();
+    work[i] = dm.work(nodes_[i].layer, nodes_[i].phase, nodes_[i].pos, nodes_[i].n_tokens);
+  double sw_t = dm.switch_time_s();
+  double sw_e = dm.switch_energy_j() + sw_t * dm.board_idle_w();
   plan_.assign(N, L_ - 1);
   std::vector<int> fast(N, L_ - 1);
   double tighten = 1.0;
@@ -222,7 +224,7 @@ void Oracle::begin(const RequestInfo& r, const device::SimDevice* sim) {
         if (plan_[i] != prev) t += sw_t;
         double s = sim->corunner_at(t);
         for (int k = 0; k < L_; ++k) {
-          auto c = m_->cost(work[i], k, s);
+          auto c = dm.cost(work[i], k, s);
           T_[i * L_ + k] = c.time_s;
           E_[i * L_ + k] = c.energy_j;
         }

@@ -20,8 +20,15 @@ int64_t LengthPredictor::predict(const workload::Request& r) const {
 
 RequestDriver::RequestDriver(device::SimDevice& dev, Policy& pol, const workload::Request& r,
                              double arrival_s, int64_t predicted_output, int64_t n_batch,
-                             std::vector<TimelinePoint>* timeline)
-    : dev_(dev), pol_(pol), req_(r), tl_(timeline), e0_(dev.energy_j()), sw0_(dev.switches()) {
+                             std::vector<TimelinePoint>* timeline,
+                             const device::CostModel* planning)
+    : dev_(dev),
+      plan_(planning ? planning : &dev.model()),
+      pol_(pol),
+      req_(r),
+      tl_(timeline),
+      e0_(dev.energy_j()),
+      sw0_(dev.switches()) {
   if (r.ttft_target_s <= 0 || r.tpot_target_s <= 0)
     fail("request ", r.id, ": no SLO targets (ttft_target_s, tpot_target_s must be positive)");
   info_.prompt = r.prompt;
@@ -31,7 +38,7 @@ RequestDriver::RequestDriver(device::SimDevice& dev, Policy& pol, const workload
   info_.tpot_target_s = r.tpot_target_s;
   info_.arrival_s = arrival_s;
   info_.start_s = dev.now_s();
-  est_ = estimate(dev.model(), r.prompt, info_.predicted_output, n_batch);
+  est_ = estimate(*plan_, r.prompt, info_.predicted_output, n_batch);
   // The co-runner's recent past is observable (a load monitor): its peak over 10 s.
   for (double t = -10; t <= 0; t += 0.1) peak_ = std::max(peak_, dev.corunner_at(dev.now_s() + t));
   peak_t_ = dev.now_s();
@@ -59,7 +66,7 @@ int RequestDriver::decide(const LayerEvent& ev) {
     pass_start_ = dev_.now_s();
     if (ev.phase == Phase::Decode) ++decode_passes_;
   }
-  const auto& m = dev_.model();
+  const auto& m = *plan_;
   State s;
   s.phase = ev.phase;
   s.layer = ev.layer;
@@ -186,7 +193,7 @@ std::vector<RequestResult> run_workload(device::SimDevice& dev, Policy& pol,
     }
     bool feas = feasible_at_top(dev, r, arrival, opt.n_batch);
     std::vector<TimelinePoint>* tl = r.id == opt.timeline_request ? opt.timeline : nullptr;
-    RequestDriver drv(dev, pol, r, arrival, pred.predict(r), opt.n_batch, tl);
+    RequestDriver drv(dev, pol, r, arrival, pred.predict(r), opt.n_batch, tl, opt.planning);
     device::for_each_request_event(dev.model().n_layer(), r.prompt, r.output, opt.n_batch,
                                    [&](const LayerEvent& ev) {
                                      drv.on_event(ev);
@@ -237,8 +244,9 @@ SweepResult sweep(std::shared_ptr<const device::CostModel> model,
     device::CorunnerTrace trace = device::CorunnerTrace::make(pat, spec.corunner_seed);
     for (const auto& name : spec.controllers) {
       auto pol = make_policy(name, model, spec.policy);
-      device::SimDevice dev(model, trace);
+      device::SimDevice dev(spec.device_model ? spec.device_model : model, trace);
       RunOptions ro = spec.run;
+      if (spec.device_model) ro.planning = model.get();
       std::vector<TimelinePoint> tl;
       bool want_tl = out.timeline.empty() && ro.timeline_request >= 0 &&
                      (name == "learned" || spec.controllers.size() == 1) &&

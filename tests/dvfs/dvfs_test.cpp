@@ -10,6 +10,7 @@
 
 #include "clone/core/error.h"
 #include "clone/device/calibrate.h"
+#include "clone/device/perturb.h"
 #include "clone/dvfs/mlp.h"
 #include "clone/dvfs/runner.h"
 #include "clone/engine/presets.h"
@@ -223,6 +224,47 @@ TEST(Oracle, NoControllerThatMeetsTheSloSpendsLessThanTheOracle) {
       EXPECT_GT(feasible, 0) << board << " " << pat;
     }
   }
+}
+
+// Robustness to model error: the controllers plan with the fitted profile while the board
+// runs 25% slower in its memory-bound decode than they think. The static clock chosen from
+// the (wrong) model misses SLOs it met before; the oracle, which knows the board, still
+// meets every feasible one; with the same board as the model the run is unchanged.
+TEST(Robustness, ControllersPlanWithTheProfileWhileTheBoardDiffers) {
+  auto m = nx_model();
+  const auto prof = device::DeviceProfile::load(src("profiles/orin-nx-16gb.json"));
+  workload::GeneratorSpec g;
+  g.n = 16, g.seed = 4, g.max_context = 2048, g.slo_scale = 0.9;
+  const auto reqs = workload::generate(g);
+  auto run = [&](std::shared_ptr<const device::CostModel> board) {
+    SweepSpec sp;
+    sp.controllers = {"static", "learned", "oracle"};
+    sp.corunners = {"idle"};
+    sp.policy = shipped();
+    sp.device_model = board;
+    return sweep(m, reqs, sp);
+  };
+  const SweepResult same = run(nullptr);
+  const SweepResult same2 =
+      run(std::make_shared<const device::CostModel>(prof, model_preset("gemma-2b")));
+  for (size_t i = 0; i < same.summaries.size(); ++i)
+    EXPECT_EQ(same.summaries[i].energy_j, same2.summaries[i].energy_j) << i;
+  const SweepResult slow = run(std::make_shared<const device::CostModel>(
+      device::perturbed(prof, "core_bytes_per_cycle=0.75,dram_efficiency=0.75"),
+      model_preset("gemma-2b")));
+  const Summary& st0 = same.summaries[0];
+  const Summary& st1 = slow.summaries[0];
+  EXPECT_EQ(st1.controller, "static");
+  EXPECT_LT(st1.attainment, st0.attainment);
+  const Summary& orc = slow.summaries[2];
+  EXPECT_EQ(orc.controller, "oracle");
+  EXPECT_LT(orc.infeasible, orc.n);
+  EXPECT_DOUBLE_EQ(orc.attainment_feasible, 100.0);
+  // Bad specs name what is wrong.
+  EXPECT_THROW(device::perturbed(prof, "speed=2"), Error);
+  EXPECT_THROW(device::perturbed(prof, "board_idle_w=-1"), Error);
+  EXPECT_THROW(device::perturbed(prof, "board_idle_w=2,board_idle_w=3"), Error);
+  EXPECT_DOUBLE_EQ(device::perturbed(prof, "board_idle_w=2").board_idle_w, 2 * prof.board_idle_w);
 }
 
 TEST(Slo, ImpossibleTargetsAreReportedInfeasible) {

@@ -6,6 +6,7 @@
 #include "clone/core/error.h"
 #include "clone/core/plot.h"
 #include "clone/device/cost_model.h"
+#include "clone/device/perturb.h"
 #include "clone/dvfs/report.h"
 #include "clone/dvfs/runner.h"
 #include "clone/engine/model_config.h"
@@ -24,7 +25,7 @@ struct Opts {
   std::vector<std::string> corunners{"idle", "web-search", "video", "bursty"};
   std::vector<std::string> controllers{"performance", "powersave", "schedutil", "podgov",
                                        "static",      "learned",   "oracle"};
-  std::string sfu = "off", lpu = "off", policy, mode;
+  std::string sfu = "off", lpu = "off", policy, mode, perturb;
   bool open_loop = false, no_plots = false;
   int experts = 0, lora_bank = 0;
   size_t requests = 100;
@@ -61,6 +62,11 @@ int run(const Opts& o) {
       device::CostOptions co;
       co.sfu = sfu, co.lpu = lpu, co.n_experts = o.experts, co.mode = o.mode;
       auto model = std::make_shared<const device::CostModel>(prof, mc, co);
+      // The board as it really is, when --perturb says the fitted model is off.
+      std::shared_ptr<const device::CostModel> board;
+      if (!o.perturb.empty())
+        board =
+            std::make_shared<const device::CostModel>(device::perturbed(prof, o.perturb), mc, co);
       if (model->offloaded())
         std::printf(
             "note: %s does not fit in %s's memory; %.0f%% of the weights stream from storage every "
@@ -79,6 +85,7 @@ int run(const Opts& o) {
         sp.run.closed_loop = !o.open_loop;
         sp.run.timeline_request = o.timeline;
         sp.timeline_corunner = o.timeline_corunner;
+        sp.device_model = board;
         sp.progress = [&](const std::string& s) {
           std::fprintf(stderr, "[sfu %s, lpu %s, noise %.2f, %zu/%zu] %s\n", sfu ? "on" : "off",
                        lpu ? "on" : "off", noise, run_i, total_runs, s.c_str());
@@ -86,8 +93,9 @@ int run(const Opts& o) {
         report.add({sfu, lpu, noise}, dvfs::sweep(model, reqs, sp));
       }
     }
-  std::printf("## %s on %s%s%s, %zu requests (%s workload, seed %llu)\n\n%s\n", mc.name.c_str(),
-              prof.name.c_str(), o.mode.empty() ? "" : " in mode ", o.mode.c_str(), reqs.size(),
+  std::printf("## %s on %s%s%s%s%s, %zu requests (%s workload, seed %llu)\n\n%s\n", mc.name.c_str(),
+              prof.name.c_str(), o.mode.empty() ? "" : " in mode ", o.mode.c_str(),
+              o.perturb.empty() ? "" : ", board perturbed: ", o.perturb.c_str(), reqs.size(),
               o.workload.c_str(), static_cast<unsigned long long>(o.seed),
               report.summary().markdown().c_str());
   if (!report.judged().rows().empty())
@@ -129,6 +137,9 @@ const cli::Register reg{
       app.add_option("--mode", o->mode,
                      "run in one of the profile's power modes (nvpmodel preset: clock caps, "
                      "cores, memory clock), e.g. 15W; default none (the profile's top clocks)");
+      app.add_option("--perturb", o->perturb,
+                     "the simulated board differs from the profile the controllers plan with: "
+                     "factor=scale,... (e.g. core_bytes_per_cycle=0.8,board_idle_w=1.5)");
       app.add_option("--model", o->model,
                      "model shapes: preset (gemma-2b, llama2-7b, tinyllama-1.1b) or a .gguf")
           ->capture_default_str();

@@ -46,9 +46,13 @@ struct TimelinePoint {
 
 class RequestDriver {
  public:
+  // planning: the cost model the controller knows (its estimates and the co-runner's
+  // contention); nullptr = the device's own. It differs from the device's when the simulated
+  // board runs with perturbed factors (robustness to model error).
   RequestDriver(device::SimDevice& dev, Policy& pol, const workload::Request& r, double arrival_s,
                 int64_t predicted_output, int64_t n_batch,
-                std::vector<TimelinePoint>* timeline = nullptr);
+                std::vector<TimelinePoint>* timeline = nullptr,
+                const device::CostModel* planning = nullptr);
   // The controller picks the level for this layer, the device switches to it and charges
   // the layer.
   void on_event(const LayerEvent& ev);
@@ -63,6 +67,7 @@ class RequestDriver {
 
  private:
   device::SimDevice& dev_;
+  const device::CostModel* plan_;
   Policy& pol_;
   workload::Request req_;
   RequestInfo info_;
@@ -84,6 +89,7 @@ struct RunOptions {
                                   // (one user on one device); false: at arrival_s, queueing
   int64_t timeline_request = -1;  // record the timeline of this request id
   std::vector<TimelinePoint>* timeline = nullptr;
+  const device::CostModel* planning = nullptr;  // what the controllers know (null: the device)
 };
 
 std::vector<RequestResult> run_workload(device::SimDevice& dev, Policy& pol,
@@ -112,6 +118,9 @@ struct SweepSpec {
   std::function<void(const std::string&)> progress;  // one line per finished run
   std::string timeline_corunner;  // the co-runner pattern whose run records the timeline
                                   // (empty: the first)
+  // The board as it really is, when it differs from the model the controllers plan with
+  // (null: the same). Feasibility and the oracle use the real board.
+  std::shared_ptr<const device::CostModel> device_model;
 };
 struct SweepResult {
   std::vector<Summary> summaries;
