@@ -47,6 +47,11 @@ std::vector<Judgement> judge(const std::vector<Summary>& summaries,
     j.att_gap = l->attainment - j.performance_att;
     j.learned_vs_oracle_pct =
         get("oracle") ? 100 * (l->energy_j / get("oracle")->energy_j - 1) : NAN;
+    j.learned_vs_oracle_feasible_pct =
+        get("oracle") && get("oracle")->energy_feasible_j > 0
+            ? 100 * (l->energy_feasible_j / get("oracle")->energy_feasible_j - 1)
+            : NAN;
+    j.learned_att_feasible = l->attainment_feasible;
     j.saving_vs_performance_pct = saving("performance");
     j.saving_vs_powersave_pct = saving("powersave");
     j.saving_vs_schedutil_pct = saving("schedutil");
@@ -70,10 +75,12 @@ SimReport::SimReport(std::vector<std::string> corunners, std::vector<std::string
       controllers_(std::move(controllers)),
       timeline_request_(timeline_request),
       summary_({"sfu", "lpu", "noise", "corunner", "controller", "requests", "infeasible",
-                "energy_j", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s",
+                "energy_j", "energy_feasible_j", "energy_infeasible_j", "energy_feasible_p50_j",
+                "energy_feasible_p90_j", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s",
                 "slo_attainment_pct", "attainment_feasible_pct", "switches_per_token"}),
       judged_({"sfu", "lpu", "noise", "corunner", "learned_att_pct", "performance_att_pct",
-               "att_gap_points", "learned_vs_oracle_energy_pct", "saving_vs_performance_pct",
+               "att_gap_points", "learned_att_feasible_pct", "learned_vs_oracle_energy_pct",
+               "learned_vs_oracle_feasible_energy_pct", "saving_vs_performance_pct",
                "saving_vs_powersave_pct", "saving_vs_schedutil_pct", "saving_vs_static_pct",
                "saving_vs_podgov_pct"}),
       requests_({"sfu",     "lpu",      "noise",         "corunner", "controller",
@@ -102,9 +109,10 @@ void SimReport::add(const Setting& st, const SweepResult& res) {
     const Summary& s = res.summaries[i];
     const auto& rs = res.results[i];
     summary_.add({sfu, lpu, st.noise, s.corunner, s.controller, static_cast<long long>(s.n),
-                  static_cast<long long>(s.infeasible), s.energy_j, s.ttft_p50, s.ttft_p99,
-                  s.tpot_p50, s.tpot_p99, s.attainment, s.attainment_feasible,
-                  s.switches_per_token});
+                  static_cast<long long>(s.infeasible), s.energy_j, s.energy_feasible_j,
+                  s.energy_infeasible_j, s.energy_feasible_p50_j, s.energy_feasible_p90_j,
+                  s.ttft_p50, s.ttft_p99, s.tpot_p50, s.tpot_p99, s.attainment,
+                  s.attainment_feasible, s.switches_per_token});
     if (settings_ == 1)
       for (size_t k = 0; k < pivot_metrics().size(); ++k)
         pivots_[pivot_metrics()[k]][s.corunner][s.controller] = pivot_metric(s, k);
@@ -145,8 +153,9 @@ void SimReport::add(const Setting& st, const SweepResult& res) {
   }
   for (const auto& j : judge(res.summaries, corunners_))
     judged_.add({sfu, lpu, st.noise, j.corunner, j.learned_att, j.performance_att, j.att_gap,
-                 j.learned_vs_oracle_pct, j.saving_vs_performance_pct, j.saving_vs_powersave_pct,
-                 j.saving_vs_schedutil_pct, j.saving_vs_static_pct, j.saving_vs_podgov_pct});
+                 j.learned_att_feasible, j.learned_vs_oracle_pct, j.learned_vs_oracle_feasible_pct,
+                 j.saving_vs_performance_pct, j.saving_vs_powersave_pct, j.saving_vs_schedutil_pct,
+                 j.saving_vs_static_pct, j.saving_vs_podgov_pct});
   if (timeline_.empty() && !res.timeline.empty()) {
     timeline_ = res.timeline;
     timeline_title_ = "request " + std::to_string(timeline_request_) + ", " +

@@ -213,10 +213,14 @@ Summary summarize(const std::string& controller, const std::string& corunner,
   s.controller = controller;
   s.corunner = corunner;
   s.n = rs.size();
-  std::vector<double> ttft, tpot;
+  std::vector<double> ttft, tpot, e_feas;
   double met = 0, met_feas = 0, feas = 0, sw = 0, tokens = 0;
   for (const auto& r : rs) {
     s.energy_j += r.energy_j;
+    if (r.feasible)
+      e_feas.push_back(r.energy_j);
+    else
+      s.energy_infeasible_j += r.energy_j;
     ttft.push_back(r.ttft_s);
     if (r.output > 1) tpot.push_back(r.tpot_s);
     met += r.met;
@@ -229,6 +233,11 @@ Summary summarize(const std::string& controller, const std::string& corunner,
   }
   double n = std::max<double>(1, static_cast<double>(rs.size()));
   s.energy_j /= n;
+  for (double e : e_feas) s.energy_feasible_j += e;
+  if (!e_feas.empty()) s.energy_feasible_j /= static_cast<double>(e_feas.size());
+  if (s.infeasible > 0) s.energy_infeasible_j /= static_cast<double>(s.infeasible);
+  s.energy_feasible_p50_j = percentile(e_feas, 50);
+  s.energy_feasible_p90_j = percentile(e_feas, 90);
   s.ttft_p50 = percentile(ttft, 50), s.ttft_p99 = percentile(ttft, 99);
   s.tpot_p50 = percentile(tpot, 50), s.tpot_p99 = percentile(tpot, 99);
   s.attainment = 100 * met / n;

@@ -452,3 +452,20 @@ TEST(Accelerator, ExpertSetsSwapBetweenRequestsAndTheLpuRemovesTheCost) {
   }
   EXPECT_LT(total_on, 0.99 * total_off);
 }
+
+// Energy split by feasibility: means over feasible and infeasible requests and the
+// distribution over the feasible ones, from hand-made results.
+TEST(Summary, EnergyIsSplitByFeasibility) {
+  std::vector<RequestResult> rs(5);
+  const double e[5] = {10, 20, 30, 40, 1000};
+  for (int i = 0; i < 5; ++i) rs[i].energy_j = e[i], rs[i].output = 2, rs[i].met = i < 4;
+  rs[4].feasible = false;
+  const Summary s = summarize("x", "idle", rs);
+  EXPECT_DOUBLE_EQ(s.energy_j, 1100.0 / 5);
+  EXPECT_DOUBLE_EQ(s.energy_feasible_j, 25);
+  EXPECT_DOUBLE_EQ(s.energy_infeasible_j, 1000);
+  EXPECT_DOUBLE_EQ(s.energy_feasible_p50_j, 25);
+  EXPECT_DOUBLE_EQ(s.energy_feasible_p90_j, 37);  // numpy.percentile([10,20,30,40], 90)
+  EXPECT_EQ(s.infeasible, 1u);
+  EXPECT_DOUBLE_EQ(s.attainment_feasible, 100);
+}

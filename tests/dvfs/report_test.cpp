@@ -20,6 +20,7 @@ namespace {
 Summary summary(const std::string& corunner, const std::string& ctl, double energy, double att) {
   Summary s;
   s.corunner = corunner, s.controller = ctl, s.energy_j = energy, s.attainment = att;
+  s.energy_feasible_j = energy;
   s.n = 2, s.ttft_p99 = energy / 100, s.tpot_p50 = att / 1000, s.switches_per_token = 0.5;
   return s;
 }
@@ -56,6 +57,7 @@ TEST(Judge, SavingsAreOneMinusTheEnergyRatio) {
   EXPECT_DOUBLE_EQ(j[0].saving_vs_schedutil_pct, 100 * (1 - 80.0 / 110));
   EXPECT_DOUBLE_EQ(j[0].saving_vs_static_pct, 100 * (1 - 80.0 / 90));
   EXPECT_DOUBLE_EQ(j[0].learned_vs_oracle_pct, 100 * (80.0 / 75 - 1));
+  EXPECT_DOUBLE_EQ(j[0].learned_vs_oracle_feasible_pct, 100 * (80.0 / 75 - 1));
   EXPECT_DOUBLE_EQ(j[0].learned_att, 90);
   EXPECT_DOUBLE_EQ(j[0].performance_att, 95);
   EXPECT_DOUBLE_EQ(j[0].att_gap, -5);

@@ -28,6 +28,9 @@ struct Judgement {
   std::string corunner;
   double learned_att = 0, performance_att = 0, att_gap = 0;  // SLO attainment, % and points
   double learned_vs_oracle_pct = 0;
+  // On feasible requests only (mean energy per feasible request; attainment among them):
+  // below 0 here would be a bug of the oracle, not a win of the policy.
+  double learned_vs_oracle_feasible_pct = 0, learned_att_feasible = 0;
   double saving_vs_performance_pct = 0, saving_vs_powersave_pct = 0, saving_vs_schedutil_pct = 0,
          saving_vs_static_pct = 0, saving_vs_podgov_pct = 0;
 };

@@ -99,7 +99,12 @@ std::vector<RequestResult> run_workload(device::SimDevice& dev, Policy& pol,
 struct Summary {
   std::string controller, corunner;
   size_t n = 0, infeasible = 0;
-  double energy_j = 0;                                            // mean per request
+  double energy_j = 0;  // mean per request
+  // Split by feasibility (a controller that gives up on requests no clock can serve looks
+  // cheap in the mean over all): means over the feasible and the infeasible requests, and the
+  // per-request distribution over the feasible ones.
+  double energy_feasible_j = 0, energy_infeasible_j = 0;
+  double energy_feasible_p50_j = 0, energy_feasible_p90_j = 0;
   double ttft_p50 = 0, ttft_p99 = 0, tpot_p50 = 0, tpot_p99 = 0;  // seconds
   double attainment = 0;           // % of all requests meeting their SLO
   double attainment_feasible = 0;  // % of feasible requests meeting it
