@@ -3,8 +3,11 @@
 //   build-*/bench/dvfs_bench
 #include <benchmark/benchmark.h>
 
-#include "clone/engine/presets.h"
+#include "clone/device/corunner.h"
+#include "clone/device/sim.h"
 #include "clone/dvfs/policy.h"
+#include "clone/dvfs/runner.h"
+#include "clone/engine/presets.h"
 
 using namespace cln;
 
@@ -41,7 +44,51 @@ void decide(benchmark::State& st, const char* name, bool sfu) {
   }
 }
 
+// The whole layer boundary as the engine's hook runs it, minus the layer: build the
+// controller's state (for a prefill layer this sums the estimates of every pass, the most
+// work), decide, and issue the level (set it on the device; on a real board that is also a
+// sysfs write, bench_kernels does not time it). Worst case: the finest grid (SFU: 10 MHz
+// steps), the longest prompt the engine takes (4096 tokens, 8 passes), the last prefill pass,
+// SLO targets 2% above what the top clock needs (least slack), a co-runner at half load.
+// Counters: the board's own time for that layer and for a decode layer at the top clock, to
+// read the boundary's cost as a share of a layer's time.
+void boundary(benchmark::State& st, const char* name, bool sfu, const char* board) {
+  device::CostOptions co;
+  co.sfu = sfu;
+  auto m = std::make_shared<const device::CostModel>(
+      device::DeviceProfile::load(std::string(CLONE_SOURCE_DIR) + "/profiles/" + board + ".json"),
+      model_preset("gemma-2b"), co);
+  dvfs::PolicyOptions o;
+  o.learned_path = std::string(CLONE_SOURCE_DIR) + "/models/dvfs/" + board + ".json";
+  auto pol = dvfs::make_policy(name, m, o);
+  const int64_t prompt = 4096, out = 256;
+  const auto est = dvfs::estimate(*m, prompt, out, 512);
+  workload::Request r;
+  r.prompt = prompt, r.output = out, r.slo = "tight";
+  r.ttft_target_s = 1.02 * est.prefill_s, r.tpot_target_s = 1.02 * est.decode_token_s;
+  device::SimDevice dev(m, device::CorunnerTrace::constant(0.5));
+  dvfs::RequestDriver drv(dev, *pol, r, 0, out, 512);
+  const int nl = m->n_layer();
+  const LayerEvent ev{Phase::Prefill, nl / 2, nl, prompt - 512, 512};
+  for (auto _ : st) {
+    const int level = drv.decide(ev);
+    dev.set_level(level);
+    benchmark::DoNotOptimize(level);
+  }
+  st.counters["grid_levels"] = static_cast<double>(m->levels().size());
+  st.counters["prefill_layer_us"] =
+      1e6 * m->cost(m->work(ev.layer, ev.phase, ev.pos, ev.n_tokens), m->max_level(), 0).time_s;
+  st.counters["decode_layer_us"] =
+      1e6 * m->cost(m->work(nl / 2, Phase::Decode, prompt, 1), m->max_level(), 0).time_s;
+}
+
 }  // namespace
+
+BENCHMARK_CAPTURE(boundary, learned_nx_sfu, "learned", true, "orin-nx-16gb");
+BENCHMARK_CAPTURE(boundary, learned_nx, "learned", false, "orin-nx-16gb");
+BENCHMARK_CAPTURE(boundary, learned_nano_sfu, "learned", true, "orin-nano-8gb");
+BENCHMARK_CAPTURE(boundary, podgov_nx_sfu, "podgov", true, "orin-nx-16gb");
+BENCHMARK_CAPTURE(boundary, mpc_teacher_nx_sfu, "mpc", true, "orin-nx-16gb");
 
 BENCHMARK_CAPTURE(decide, learned_jetson, "learned", false);
 BENCHMARK_CAPTURE(decide, learned_sfu, "learned", true);
