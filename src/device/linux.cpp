@@ -229,12 +229,99 @@ double PowerRail::read_w() const {
   return read_number(current) * 1e-3 * read_number(voltage) * 1e-3;
 }
 
+namespace {
+
+void probe_emc(const fs::path& root, LinuxProbe& pr) {
+  const fs::path d = root / "sys/kernel/debug/bpmp/debug/clk/emc";
+  if (!fs::exists(d / "rate")) {
+    pr.missing.push_back("no memory (EMC) clock at " + d.string() +
+                         " (BPMP debugfs: mount debugfs and run as root on a Jetson)");
+    return;
+  }
+  MemoryKnob& k = pr.emc;
+  k.dir = d.string();
+  k.cur_mhz = read_number(d / "rate") / 1e6;
+  k.max_mhz = fs::exists(d / "max_rate") ? read_number(d / "max_rate") / 1e6 : k.cur_mhz;
+  if (!writable(d / "rate"))
+    k.why_not = "rate is not writable (root needed)";
+  else if (!writable(d / "mrq_rate_locked"))
+    k.why_not = "mrq_rate_locked is missing or not writable (the BPMP would override the rate)";
+  k.writable = k.why_not.empty();
+  if (!k.writable) pr.missing.push_back("memory clock (EMC) cannot be set: " + k.why_not);
+}
+
+void probe_cores(const fs::path& root, LinuxProbe& pr) {
+  const fs::path base = root / "sys/devices/system/cpu";
+  for (const auto& d : subdirs(base, std::regex("cpu[0-9]+"))) {
+    CoreKnob c;
+    c.cpu = std::stoi(d.filename().string().substr(3));
+    const fs::path f = d / "online";
+    if (fs::exists(f)) {
+      c.online = read_number(f) != 0;
+      c.writable = writable(f);
+    }
+    pr.cores.push_back(c);
+  }
+  std::sort(pr.cores.begin(), pr.cores.end(),
+            [](const CoreKnob& a, const CoreKnob& b) { return a.cpu < b.cpu; });
+  if (pr.cores.empty()) pr.missing.push_back("no CPU cores listed under " + base.string());
+}
+
+void probe_nvpmodel(const fs::path& root, LinuxProbe& pr) {
+  const fs::path conf = root / "etc/nvpmodel.conf";
+  std::string text;
+  if (!read_text(conf, text)) {
+    pr.missing.push_back("no nvpmodel power modes (" + conf.string() + "): not a Jetson");
+    return;
+  }
+  pr.nvpmodel.conf = conf.string();
+  const std::regex mode_re("<\\s*POWER_MODEL\\s+ID=(\\d+)\\s+NAME=([^\\s>]+)\\s*>");
+  for (std::sregex_iterator it(text.begin(), text.end(), mode_re), end; it != end; ++it)
+    pr.nvpmodel.modes.emplace_back(std::stoi((*it)[1].str()), (*it)[2].str());
+  std::string status;
+  if (read_text(root / "var/lib/nvpmodel/status", status)) {
+    std::smatch m;
+    if (std::regex_search(status, m, std::regex("pmode:(\\d+)")))
+      pr.nvpmodel.current = std::stoi(m[1].str());
+  }
+}
+
+}  // namespace
+
+void set_memory_mhz(const MemoryKnob& emc, double mhz) {
+  if (emc.dir.empty()) fail("memory clock: no EMC knob on this board");
+  if (!emc.writable) fail("memory clock (EMC) cannot be set: ", emc.why_not);
+  if (!(mhz > 0)) fail("memory clock: ", mhz, " MHz is not a clock");
+  const double hz = std::min(mhz, emc.max_mhz) * 1e6;
+  write_text(fs::path(emc.dir) / "mrq_rate_locked", "1");
+  write_text(fs::path(emc.dir) / "rate", std::to_string(static_cast<long long>(std::llround(hz))));
+}
+
+void set_cores_online(const std::vector<CoreKnob>& cores, int n, const std::string& root) {
+  const int total = static_cast<int>(cores.size());
+  if (n < 1 || n > total) fail("cores online: ", n, " is outside 1..", total);
+  for (int i = 0; i < total; ++i) {
+    const CoreKnob& c = cores[static_cast<size_t>(i)];
+    const bool want = i < n;
+    if (want == c.online) continue;
+    if (!c.writable)
+      fail("cores online: cpu", c.cpu, " cannot be turned ", want ? "on" : "off",
+           " (no writable online file)");
+    write_text(
+        fs::path(root) / "sys/devices/system/cpu" / ("cpu" + std::to_string(c.cpu)) / "online",
+        want ? "1" : "0");
+  }
+}
+
 LinuxProbe probe_linux(const std::string& root) {
   LinuxProbe pr;
   pr.root = root;
   fs::path r(root);
   probe_cpufreq(r, pr);
   probe_devfreq(r, pr);
+  probe_emc(r, pr);
+  probe_cores(r, pr);
+  probe_nvpmodel(r, pr);
   probe_power(r, pr);
   bool any = false;
   for (const auto& k : pr.knobs) any = any || k.writable;
@@ -253,6 +340,21 @@ std::string LinuxProbe::report() const {
       os << " (" << k.levels_mhz.front() << "-" << k.levels_mhz.back() << " MHz)";
     os << ", now " << k.cur_mhz << " MHz, governor " << (k.governor.empty() ? "?" : k.governor)
        << ", " << (k.writable ? "settable" : "NOT settable: " + k.why_not) << "\n";
+  }
+  if (!emc.dir.empty())
+    os << "memory clock (EMC) " << emc.dir << ": now " << emc.cur_mhz << " MHz, max " << emc.max_mhz
+       << " MHz, " << (emc.writable ? "settable" : "NOT settable: " + emc.why_not) << "\n";
+  if (!cores.empty()) {
+    int online = 0, settable = 0;
+    for (const auto& c : cores) online += c.online, settable += c.writable;
+    os << "cpu cores: " << cores.size() << ", " << online << " online, " << settable
+       << " can be taken offline or back\n";
+  }
+  if (!nvpmodel.conf.empty()) {
+    os << "nvpmodel power modes (" << nvpmodel.conf << "):";
+    for (const auto& [id, name] : nvpmodel.modes)
+      os << " " << id << "=" << name << (id == nvpmodel.current ? " (current)" : "");
+    os << "; switched with `nvpmodel -m <id>`, not by clone\n";
   }
   for (const auto& r : rails) {
     os << "power rail " << r.label << ": ";

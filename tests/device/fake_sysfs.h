@@ -49,6 +49,19 @@ inline std::filesystem::path make_tree(const std::string& name, bool with_setspe
   fs::path iio = root / "sys/bus/iio/devices/iio:device0";
   put(iio / "rail_name_0", "VDD_SOC");
   put(iio / "in_power0_input", "1500");  // mW
+  // The memory clock on the BPMP's debugfs, six cores (cpu0 cannot go offline), nvpmodel.
+  fs::path emc = root / "sys/kernel/debug/bpmp/debug/clk/emc";
+  put(emc / "rate", "3199000000");
+  put(emc / "max_rate", "3199000000");
+  put(emc / "mrq_rate_locked", "0");
+  put(root / "sys/devices/system/cpu/cpu0/topology/core_id", "0");
+  for (int c = 1; c < 6; ++c)
+    put(root / ("sys/devices/system/cpu/cpu" + std::to_string(c)) / "online", "1");
+  put(root / "etc/nvpmodel.conf",
+      "< PARAM TYPE=FILE NAME=CPU_ONLINE >\n< POWER_MODEL ID=0 NAME=15W >\nCPU_ONLINE CORE_0 1\n"
+      "< POWER_MODEL ID=1 NAME=25W >\n< POWER_MODEL ID=2 NAME=MAXN_SUPER >\n"
+      "< PM_CONFIG DEFAULT=1 >");
+  put(root / "var/lib/nvpmodel/status", "pmode:0002");
   return root;
 }
 

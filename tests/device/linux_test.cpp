@@ -110,9 +110,52 @@ TEST(LinuxBackend, SaysClearlyWhatIsMissing) {
   fs::create_directories(empty);
   LinuxProbe none = probe_linux(empty.string());
   EXPECT_TRUE(none.knobs.empty());
-  ASSERT_EQ(none.missing.size(), 4u) << none.report();
+  ASSERT_EQ(none.missing.size(), 7u) << none.report();
   EXPECT_NE(none.missing[0].find("no cpufreq policies"), std::string::npos) << none.missing[0];
   EXPECT_NE(none.missing[1].find("no devfreq devices"), std::string::npos) << none.missing[1];
-  EXPECT_NE(none.missing[2].find("no power rails"), std::string::npos) << none.missing[2];
-  EXPECT_NE(none.missing[3].find("no frequency can be set"), std::string::npos) << none.missing[3];
+  EXPECT_NE(none.missing[2].find("no memory (EMC) clock"), std::string::npos) << none.missing[2];
+  EXPECT_NE(none.missing[3].find("no CPU cores"), std::string::npos) << none.missing[3];
+  EXPECT_NE(none.missing[4].find("no nvpmodel power modes"), std::string::npos) << none.missing[4];
+  EXPECT_NE(none.missing[5].find("no power rails"), std::string::npos) << none.missing[5];
+  EXPECT_NE(none.missing[6].find("no frequency can be set"), std::string::npos) << none.missing[6];
+  EXPECT_THROW(set_memory_mhz(none.emc, 2133), Error);
+}
+
+// The other knobs a Jetson has: the memory clock (BPMP debugfs), cores online, and the
+// nvpmodel modes (reported, switched by nvpmodel itself).
+TEST(LinuxBackend, MemoryClockCoresAndPowerModes) {
+  fs::path root = make_tree("knobs");
+  LinuxProbe pr = probe_linux(root.string());
+  ASSERT_FALSE(pr.emc.dir.empty()) << pr.report();
+  EXPECT_DOUBLE_EQ(pr.emc.cur_mhz, 3199);
+  EXPECT_TRUE(pr.emc.writable);
+  set_memory_mhz(pr.emc, 2133);
+  EXPECT_EQ(get(root / "sys/kernel/debug/bpmp/debug/clk/emc/mrq_rate_locked"), "1");
+  EXPECT_EQ(get(root / "sys/kernel/debug/bpmp/debug/clk/emc/rate"), "2133000000");
+  set_memory_mhz(pr.emc, 9000);  // clamped to max_rate
+  EXPECT_EQ(get(root / "sys/kernel/debug/bpmp/debug/clk/emc/rate"), "3199000000");
+  ASSERT_EQ(pr.cores.size(), 6u);
+  EXPECT_FALSE(pr.cores[0].writable);  // cpu0 has no online file
+  set_cores_online(pr.cores, 4, root.string());
+  EXPECT_EQ(get(root / "sys/devices/system/cpu/cpu3/online"), "1");
+  EXPECT_EQ(get(root / "sys/devices/system/cpu/cpu4/online"), "0");
+  EXPECT_EQ(get(root / "sys/devices/system/cpu/cpu5/online"), "0");
+  EXPECT_THROW(set_cores_online(pr.cores, 0, root.string()), Error);
+  EXPECT_THROW(set_cores_online(pr.cores, 7, root.string()), Error);
+  ASSERT_EQ(pr.nvpmodel.modes.size(), 3u);
+  EXPECT_EQ(pr.nvpmodel.modes[2].second, "MAXN_SUPER");
+  EXPECT_EQ(pr.nvpmodel.current, 2);
+  const std::string rep = pr.report();
+  EXPECT_NE(rep.find("memory clock (EMC)"), std::string::npos) << rep;
+  EXPECT_NE(rep.find("2=MAXN_SUPER (current)"), std::string::npos) << rep;
+  // Without mrq_rate_locked the BPMP would override the rate: not settable, and said why.
+  fs::remove(root / "sys/kernel/debug/bpmp/debug/clk/emc/mrq_rate_locked");
+  LinuxProbe locked = probe_linux(root.string());
+  EXPECT_FALSE(locked.emc.writable);
+  try {
+    set_memory_mhz(locked.emc, 2133);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mrq_rate_locked"), std::string::npos) << e.what();
+  }
 }

@@ -34,9 +34,38 @@ struct PowerRail {
   double read_w() const;         // throws cln::Error if a file vanished
 };
 
+// The memory (EMC) clock. On a Jetson it is no devfreq device: the BPMP's debugfs clock
+// (sys/kernel/debug/bpmp/debug/clk/emc: rate and max_rate in Hz; writing mrq_rate_locked = 1
+// then rate pins it; root and a mounted debugfs needed).
+struct MemoryKnob {
+  std::string dir;
+  double cur_mhz = 0, max_mhz = 0;
+  bool writable = false;
+  std::string why_not;
+};
+
+// A CPU core that can be taken offline (sys/devices/system/cpu/cpuN/online; cpu0 has none).
+struct CoreKnob {
+  int cpu = 0;
+  bool online = true;
+  bool writable = false;
+};
+
+// nvpmodel's power modes (etc/nvpmodel.conf: "< POWER_MODEL ID=n NAME=x >") and the current
+// one (var/lib/nvpmodel/status: "pmode:000n"). Modes are switched by the nvpmodel command
+// (`nvpmodel -m n`), not through sysfs: clone reports them, it does not switch them.
+struct PowerModeInfo {
+  std::string conf;
+  std::vector<std::pair<int, std::string>> modes;
+  int current = -1;
+};
+
 struct LinuxProbe {
   std::string root;
   std::vector<FreqKnob> knobs;
+  MemoryKnob emc;  // dir empty: not found
+  std::vector<CoreKnob> cores;
+  PowerModeInfo nvpmodel;
   std::vector<PowerRail> rails;
   std::vector<std::string> missing;  // plain sentences: what cannot be done and why
   std::string report() const;        // human-readable summary, one fact per line
@@ -44,6 +73,13 @@ struct LinuxProbe {
 
 // Looks under root (normally "/"; tests pass a fake tree).
 LinuxProbe probe_linux(const std::string& root = "/");
+
+// Pins the memory clock at the lowest of its rates at or above mhz (clamped to max_rate).
+// Throws cln::Error saying why when the knob is missing or not writable.
+void set_memory_mhz(const MemoryKnob& emc, double mhz);
+// Puts the first n cores online and the others offline (cpu0 always stays); throws when a
+// core that must change has no writable online file, or n is out of range.
+void set_cores_online(const std::vector<CoreKnob>& cores, int n, const std::string& root);
 
 class LinuxDevice : public DeviceBackend {
  public:
