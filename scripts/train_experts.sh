@@ -3,7 +3,7 @@
 # (fixed seed), after scripts/train_base.sh, then scores the bank through the engine
 # (models/experts/experts.md: per-domain test perplexity of the base and every expert;
 # task exact match on 500 test items for the trivial baselines, the base, the right and a
-# wrong expert). Domain experts: rank 8, alpha 16, all of q,k,v,o,gate,up,down, 600 steps
+# wrong expert). Domain experts: rank 8, alpha 16, all of q,k,v,o,gate,up,down, 400 steps
 # of 8 x 256 tokens. Task experts: rank 16, alpha 32, 600 steps of 16 x 128 tokens (the loss
 # on answers only). Each expert is also reproducible alone, e.g.
 #   clone lora train --base models/base/model.gguf --domain code --out models/experts/code.gguf
@@ -15,7 +15,7 @@ BUILD=${BUILD:-build-train}
 DATA=${DATA:-out/data}
 BASE=${BASE:-models/base/model.gguf}
 OUT=${OUT:-models/experts}
-DOMAIN_STEPS=${DOMAIN_STEPS:-600}
+DOMAIN_STEPS=${DOMAIN_STEPS:-400}
 TASK_STEPS=${TASK_STEPS:-600}
 THREADS=${THREADS:-2}
 LOCK=${LOCK:-/tmp/clone-build.lock}
