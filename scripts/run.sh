@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds clone, and runs the main job: generate text with the
-# shipped default model, co-simulated on the default device profile (Jetson Orin NX)
-# under the learned DVFS policy, then print the request's simulated trace.
+# shipped default model, its LoRA experts mixed for the prompt by the router (soft mixture
+# of experts), the output length predicted for the controller, co-simulated on the default
+# device profile (Jetson Orin NX) under the learned DVFS policy; then print the routing
+# weights, the predicted length and the request's simulated trace.
 #   scripts/run.sh                 # default prompt
 #   scripts/run.sh "Your prompt"   # your prompt
 set -euo pipefail
@@ -14,5 +16,9 @@ clone=build/release/bin/clone
 model=${CLONE_MODEL:-models/base/model.gguf}
 [ -f "$model" ] || { echo "error: $model not found (scripts/train_base.sh trains it)" >&2; exit 1; }
 prompt=${1:-"The computer"}
-"$clone" run -m "$model" -p "$prompt" -n 64 --temp 0.8 --seed 1 \
+experts=()
+for e in models/experts/*.gguf; do experts+=(--expert "$e"); done
+length=()
+[ -f models/length/predictor.json ] && length=(--length-model models/length/predictor.json)
+"$clone" run -m "$model" -p "$prompt" -n 64 --temp 0.8 --seed 1 "${experts[@]}" "${length[@]}" \
   --device orin-nx-16gb --dvfs learned --slo chatbot

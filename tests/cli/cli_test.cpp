@@ -112,6 +112,53 @@ TEST_F(Cli, RunOnADeviceWritesItsTrace) {
   EXPECT_NE(err_.find("--backend linux needs --device"), std::string::npos) << err_;
 }
 
+// The README's main job: the shipped base, the router over the shipped task experts, the
+// length predictor, on a modelled board. The router puts a sum on the addition expert and the
+// answer is right; the embedding's layers are charged on the board (its TTFT is above the same
+// run with the same experts at fixed weights).
+TEST_F(Cli, RunRoutesOverTheShippedExpertsAndPredictsTheLength) {
+  const std::string src = CLONE_SOURCE_DIR;
+  std::string experts;
+  for (const char* t : {"addition", "subtraction", "number_words", "digit_reverse"})
+    experts += " --expert " + src + "/models/experts/" + t + ".gguf";
+  const std::string base = "run -m " + src + "/models/base/model.gguf -t 1 --temp 0 -n 8 ";
+  const std::string board = " --device orin-nx-16gb --slo chatbot";
+  ASSERT_EQ(run(base + "-p '27+45='" + experts + " --length-model " + src +
+                "/models/length/predictor.json" + board),
+            0)
+      << err_;
+  EXPECT_NE(out_.find("27+45=72"), std::string::npos) << out_;
+  EXPECT_NE(err_.find("[clone route] soft mixing over 4 experts (hidden:4 embedding"),
+            std::string::npos)
+      << err_;
+  // "...: addition 0.885, subtraction 0.115": the weights the router gave, addition's largest.
+  const size_t w = err_.find("): ", err_.find("[clone route]"));
+  ASSERT_NE(w, std::string::npos) << err_;
+  std::istringstream weights(err_.substr(w + 3, err_.find('\n', w) - w - 3));
+  std::string fixed, item, top;
+  double top_w = 0;
+  while (std::getline(weights, item, ',')) {
+    std::istringstream is(item);
+    std::string name;
+    double x = 0;
+    is >> name >> x;
+    if (x > top_w) top_w = x, top = name;
+    fixed += " --lora " + src + "/models/experts/" + name + ".gguf:" + std::to_string(x);
+  }
+  EXPECT_EQ(top, "addition") << err_;
+  EXPECT_NE(err_.find("[clone length] predicted "), std::string::npos) << err_;
+  auto ttft_ms = [&] {
+    const size_t p = err_.find("| TTFT ");
+    return p == std::string::npos ? -1.0 : std::stod(err_.substr(p + 7));
+  };
+  const double routed = ttft_ms();
+  // The same experts at the same weights, fixed: no embedding to charge.
+  ASSERT_EQ(run(base + "-p '27+45='" + fixed + board), 0) << err_;
+  EXPECT_GT(routed, ttft_ms()) << err_;
+  EXPECT_NE(run(base + "-p x" + experts + fixed), 0);
+  EXPECT_NE(err_.find("do not mix"), std::string::npos) << err_;
+}
+
 TEST_F(Cli, PruneWritesAModelThatRunsAndRefusesBadRequests) {
   const std::string model = (dir_ / "prune-dense.gguf").string();
   ASSERT_EQ(run("init-model -o " + model +
