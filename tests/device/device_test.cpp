@@ -402,7 +402,8 @@ TEST(PublicCalibration, HeldOutCellsNeverEnterTheFit) {
 // real boards worse fails here.
 TEST(PublicCalibration, ShippedFitPredictsTheHeldOutModels) {
   const DeviceProfile p = DeviceProfile::load(profile_path("orin-nano-super-8gb"));
-  const auto pts = evaluate_public(p, load_jetson_public(public_dir()));
+  const PublicData d = load_jetson_public(public_dir());  // the points refer to its cells
+  const auto pts = evaluate_public(p, d);
   auto median_err = [&](bool held_out, const std::string& mode, int metric) {
     std::vector<double> e;  // |relative error|
     for (const auto& x : pts) {

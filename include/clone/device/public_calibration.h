@@ -48,12 +48,12 @@ PublicData load_jetson_public(const std::string& dir);
 const std::vector<std::string>& public_held_out_models();
 
 struct PublicPoint {
-  const PublicCell* cell = nullptr;
+  const PublicCell* cell = nullptr;  // into the PublicData evaluated: keep it alive
   bool held_out = false;
   double decode_tok_s = 0, ttft_s = 0, power_w = 0;  // modelled
 };
 
-// Models every cell on profile p, in the cell's power mode at that mode's top clocks
+// Models every cell on profile p (the points point into d.cells), in the cell's power mode at that mode's top clocks
 // (jetson_clocks pins them), prefill in llama.cpp's 512-token micro-batches.
 std::vector<PublicPoint> evaluate_public(const DeviceProfile& p, const PublicData& d);
 
