@@ -1,6 +1,13 @@
 // Target selection for tests and reports (see dispatch.h).
 #include "kernels/dispatch.h"
 
+#include <atomic>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "hwy/highway.h"
 #include "hwy/targets.h"
 
@@ -12,6 +19,40 @@ std::vector<int64_t> available_targets() {
 
 void force_target(int64_t target) {
   hwy::SetSupportedTargetsForTest(target);
+}
+
+namespace {
+// -1: ask CPUID; 0 / 1: forced by a test.
+std::atomic<int> g_forced_amd{-1};
+
+bool cpuid_says_amd() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  char vendor[13] = {};
+  std::memcpy(vendor, &ebx, 4);
+  std::memcpy(vendor + 4, &edx, 4);
+  std::memcpy(vendor + 8, &ecx, 4);
+  return std::strcmp(vendor, "AuthenticAMD") == 0;
+#else
+  return false;
+#endif
+}
+}  // namespace
+
+bool cpu_is_amd() {
+  const int forced = g_forced_amd.load(std::memory_order_relaxed);
+  if (forced >= 0) return forced == 1;
+  static const bool amd = cpuid_says_amd();
+  return amd;
+}
+
+void force_cpu_is_amd(bool amd) {
+  g_forced_amd.store(amd ? 1 : 0, std::memory_order_relaxed);
+}
+
+void force_cpu_vendor_reset() {
+  g_forced_amd.store(-1, std::memory_order_relaxed);
 }
 
 }  // namespace cln::kernels::detail

@@ -11,8 +11,10 @@
 
 #include <type_traits>
 
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "kernels/arch/x86/matvec_vnni.h"
+#include "kernels/dispatch.h"
 #include "kernels/hwy_util-inl.h"
 #include "kernels/matvec.h"
 
@@ -52,18 +54,30 @@ inline float ScalarW(const uint16_t* w, int64_t c) {
   return HalfToF32(w[c]);
 }
 
-// F16 rows convert at most 8 halves per instruction: on Zen 4 a 512-bit vcvtph2ps from
-// memory streams F16 weights from DRAM about 10% slower than two 256-bit ones (measured),
-// and on 128-bit targets this is the full vector anyway.
-template <typename WT>
-using DotTag = std::conditional_t<sizeof(WT) == 2, hn::CappedTag<float, 8>, hn::ScalableTag<float>>;
+// Two ways to stream float rows from memory for one token, chosen per CPU in DotKernelHere:
+//  - kPlain: F16 converts at most 8 halves per instruction and nothing is prefetched in
+//    software. On AMD Zen 4 a 512-bit vcvtph2ps from memory streams F16 weights from DRAM
+//    about 10% slower than two 256-bit ones (measured), and its prefetchers keep up alone.
+//  - kPrefetched: full vectors and a software prefetch kPrefetchBytes ahead. On the Intel
+//    Xeon (Sapphire/Emerald Rapids VM) the F16 row loop runs ~4x the instructions per byte of
+//    the F32 one, so the out-of-order window reaches only ~2 KB ahead into memory, and the
+//    hardware prefetcher (which restarts at every 4 KB page) does not cover the rest: F16
+//    streamed at 68-70% of the bytes/s of F32 (18-21 vs 25-27 GB/s, 2 threads, 1 GiB of
+//    rows; docs/kernels.md has the measurement). Prefetching 2 KB ahead and converting 16
+//    halves at a time brings it to 23-24 GB/s.
+enum class Stream { kPlain, kPrefetched };
+constexpr int64_t kPrefetchBytes = 2048;
+
+template <typename WT, Stream S>
+using DotTag = std::conditional_t<sizeof(WT) == 2 && S == Stream::kPlain, hn::CappedTag<float, 8>,
+                                  hn::ScalableTag<float>>;
 
 // Four rows against one token; out[0..3].
-template <typename WT>
+template <typename WT, Stream S>
 HWY_INLINE void Dot4Float(const WT* HWY_RESTRICT w0, const WT* HWY_RESTRICT w1,
                           const WT* HWY_RESTRICT w2, const WT* HWY_RESTRICT w3,
                           const float* HWY_RESTRICT x, int64_t cols, float* out) {
-  const DotTag<WT> df;
+  const DotTag<WT, S> df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
   auto b0 = hn::Zero(df), b1 = hn::Zero(df), b2 = hn::Zero(df), b3 = hn::Zero(df);
@@ -98,13 +112,20 @@ HWY_INLINE void Dot4Float(const WT* HWY_RESTRICT w0, const WT* HWY_RESTRICT w1,
   }
 }
 
-template <typename WT>
+template <typename WT, Stream S>
 HWY_INLINE float Dot1Float(const WT* HWY_RESTRICT w, const float* HWY_RESTRICT x, int64_t cols) {
-  const DotTag<WT> df;
+  const DotTag<WT, S> df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   auto a = hn::Zero(df), b = hn::Zero(df), c2 = hn::Zero(df), d = hn::Zero(df);
   int64_t c = 0;
   for (; c + 4 * N <= cols; c += 4 * N) {
+    if constexpr (S == Stream::kPrefetched) {
+      // One prefetch per cache line consumed; past the row's end it reaches the next rows,
+      // and past the matrix's end a prefetch is a hint that never faults.
+      const auto* line = reinterpret_cast<const uint8_t*>(w + c) + kPrefetchBytes;
+      for (int64_t k = 0; k < 4 * N * static_cast<int64_t>(sizeof(WT)); k += 64)
+        hwy::Prefetch(line + k);
+    }
     a = hn::MulAdd(LoadW(df, w, c), hn::LoadU(df, x + c), a);
     b = hn::MulAdd(LoadW(df, w, c + N), hn::LoadU(df, x + c + N), b);
     c2 = hn::MulAdd(LoadW(df, w, c + 2 * N), hn::LoadU(df, x + c + 2 * N), c2);
@@ -116,7 +137,7 @@ HWY_INLINE float Dot1Float(const WT* HWY_RESTRICT w, const float* HWY_RESTRICT x
   return s;
 }
 
-template <typename WT>
+template <typename WT, Stream S>
 void RowsFloat(const DotArgs& a, int64_t r0, int64_t r1) {
   const Matrix& w = *a.w;
   const size_t rb = dtype_row_bytes(w.type, w.cols);
@@ -131,10 +152,10 @@ void RowsFloat(const DotArgs& a, int64_t r0, int64_t r1) {
       // slower from DRAM). More tokens: four rows share each load of x.
       for (; a.n > 1 && r + 4 <= c1; r += 4) {
         float d[4];
-        Dot4Float(row(r), row(r + 1), row(r + 2), row(r + 3), x, w.cols, d);
+        Dot4Float<WT, S>(row(r), row(r + 1), row(r + 2), row(r + 3), x, w.cols, d);
         for (int i = 0; i < 4; ++i) Store(a, t, r + i, d[i]);
       }
-      for (; r < c1; ++r) Store(a, t, r, Dot1Float(row(r), x, w.cols));
+      for (; r < c1; ++r) Store(a, t, r, Dot1Float<WT, S>(row(r), x, w.cols));
     }
   }
 }
@@ -235,9 +256,18 @@ size_t NoPrepare(int64_t) {
 DotKernel DotKernelHere(DType t) {
   switch (t) {
     case DType::F32:
-      return {NoPrepare, nullptr, RowsFloat<float>, "f32", 4};
+#if HWY_ARCH_X86
+      if (!detail::cpu_is_amd())
+        return {NoPrepare, nullptr, RowsFloat<float, Stream::kPrefetched>, "f32 (prefetched)", 4};
+#endif
+      return {NoPrepare, nullptr, RowsFloat<float, Stream::kPlain>, "f32", 4};
     case DType::F16:
-      return {NoPrepare, nullptr, RowsFloat<uint16_t>, "f16", 8};
+#if HWY_ARCH_X86
+      if (!detail::cpu_is_amd())
+        return {NoPrepare, nullptr, RowsFloat<uint16_t, Stream::kPrefetched>, "f16 (prefetched)",
+                8};
+#endif
+      return {NoPrepare, nullptr, RowsFloat<uint16_t, Stream::kPlain>, "f16", 8};
     case DType::Q8_0:
 #if HWY_TARGET == HWY_AVX3_DL
       return detail::x86::vnni_dot_q8_0();

@@ -316,6 +316,31 @@ TEST(Matmul, AllTypesAwkwardShapes) {
   });
 }
 
+TEST(Matmul, RowsStreamAlikeOnEveryCpuMaker) {
+  // Decode rows are read with software prefetch (and F16 with full-width conversion) except
+  // on AMD (matvec.cpp, arch/x86/matvec_vnni.cpp); both ways must agree with the reference
+  // on every target, whichever CPU runs the test. One token (the prefetched loops) and a few;
+  // rows long enough for the unrolled loops, with tails of every length; packed tiles too.
+  ThreadPool pool(2);
+  for (bool amd : {false, true}) {
+    detail::force_cpu_is_amd(amd);
+    SCOPED_TRACE(amd ? "as AMD" : "as not AMD");
+    for_each_target([&] {
+      uint32_t seed = 500;
+      for (DType t : {DType::F16, DType::F32})
+        for (int64_t n : {1, 3})
+          for (int64_t cols : {63, 64, 65, 127, 544, 1000, 2053})
+            check_matmul(t, n, 19, cols, &pool, false, 1.0f, seed++);
+      for (DType t : {DType::Q4_0, DType::Q8_0})
+        for (int64_t n : {1, 2})
+          for (int64_t cols : {32, 96, 544, 2080})
+            for (bool packed : {false, true})
+              check_matmul(t, n, 37, cols, &pool, false, 1.0f, seed++, packed);
+    });
+  }
+  detail::force_cpu_vendor_reset();
+}
+
 TEST(Matmul, PackedWeightsServeEveryTarget) {
   // Packed on the best target (where packing exists at all), then used on every target:
   // those without a kernel for the layout must fall back to the GGUF bytes.

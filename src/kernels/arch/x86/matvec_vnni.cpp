@@ -10,6 +10,7 @@
 // The correction (-8 or -128 times the block's sum of x) is precomputed per activation
 // block and seeds the accumulator, so it costs nothing per row.
 #include "kernels/arch/x86/matvec_vnni.h"
+#include "kernels/dispatch.h"
 
 // GCC 12 reports its own `_mm512_undefined_*()` idiom (`__m512 __Y = __Y;`) inside
 // avx512fintrin.h as maybe-uninitialized when inlined into target-attribute functions.
@@ -368,8 +369,13 @@ CLONE_VNNI __m512i PackedQ8::dot1(const W8& w, const int32_t* x4, int32_t c) {
   return tile_dot(w, x4, c);
 }
 
-// Row groups [g0, g1) against tokens [t0, t0 + T).
-template <class L, int T>
+// Software prefetch distance of one-token decode on CPUs whose hardware prefetchers fall
+// behind (see matvec.cpp's Stream: the same Intel measurement, Q4_0 at 74-77% of the probe).
+constexpr size_t kPrefetchBytes = 2048;
+
+// Row groups [g0, g1) against tokens [t0, t0 + T); kPrefetch: one token streams with
+// software prefetch.
+template <class L, int T, bool kPrefetch = false>
 CLONE_VNNI void packed_tokens(const PackedArgs& a, int64_t g0, int64_t g1, int64_t t0) {
   const Matrix& m = *a.w;
   const int64_t nb = m.cols / kQK;
@@ -382,6 +388,11 @@ CLONE_VNNI void packed_tokens(const PackedArgs& a, int64_t g0, int64_t g1, int64
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b, tile += L::kTile) {
+      if constexpr (kPrefetch) {
+#pragma GCC unroll 16
+        for (size_t k = 0; k < L::kTile; k += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(tile) + kPrefetchBytes + k, _MM_HINT_T0);
+      }
       const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile)));
       const W8 w = T == 1 ? L::decode1(tile) : L::decode(tile);
 #pragma GCC unroll 8
@@ -409,14 +420,14 @@ CLONE_VNNI void packed_tokens(const PackedArgs& a, int64_t g0, int64_t g1, int64
   }
 }
 
-template <class L>
+template <class L, bool kPrefetch = false>
 CLONE_VNNI void packed_groups(const PackedArgs& a, int64_t g0, int64_t g1) {
   // Up to 8 tokens share each decoded tile; the x of 8 tokens stays in L1/L2 while the
   // thread's weights stream past.
   for (int64_t t0 = 0; t0 < a.n; t0 += 8) {
     switch (a.n - t0 < 8 ? a.n - t0 : 8) {
       case 1:
-        packed_tokens<L, 1>(a, g0, g1, t0);
+        packed_tokens<L, 1, kPrefetch>(a, g0, g1, t0);
         break;
       case 2:
         packed_tokens<L, 2>(a, g0, g1, t0);
@@ -452,10 +463,16 @@ DotKernel vnni_dot_q4_0() {
   return {prepared_bytes<Q4>, Q4::prepare, rows<Q4>, "q4_0 (avx512 vnni)", kVnniMaxTokens};
 }
 PackedKernel vnni_packed_q8_0() {
+  if (!cpu_is_amd())
+    return {packed_prepared_bytes, packed_prepare<0>, packed_groups<PackedQ8, true>,
+            "q8_0x16 (avx512 vnni, prefetched)"};
   return {packed_prepared_bytes, packed_prepare<0>, packed_groups<PackedQ8>,
           "q8_0x16 (avx512 vnni)"};
 }
 PackedKernel vnni_packed_q4_0() {
+  if (!cpu_is_amd())
+    return {packed_prepared_bytes, packed_prepare<4>, packed_groups<PackedQ4, true>,
+            "q4_0x16 (avx512 vnni, prefetched)"};
   return {packed_prepared_bytes, packed_prepare<4>, packed_groups<PackedQ4>,
           "q4_0x16 (avx512 vnni)"};
 }
