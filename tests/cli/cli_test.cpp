@@ -11,6 +11,8 @@
 #include <sstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "device/fake_sysfs.h"
 
 namespace {
@@ -65,6 +67,31 @@ TEST_F(Cli, HelpWorksAndUnknownSubcommandsAreErrors) {
   EXPECT_NE(err_.find("unknown subcommand \"frobnicate\" of `clone device`"), std::string::npos)
       << err_;
   EXPECT_NE(run(""), 0);  // a subcommand is required
+}
+
+TEST_F(Cli, BenchWritesOneJsonDocumentToDiffBetweenCommits) {
+  const fs::path m = dir_ / "bench.gguf";
+  ASSERT_EQ(run("init-model --layers 2 --embd 64 --heads 2 --ff 128 --vocab 300 -o " + m.string()),
+            0)
+      << err_;
+  const fs::path file = dir_ / "bench.json";
+  ASSERT_EQ(run("bench -m " + m.string() + " -m " + m.string() +
+                " -p 16 -n 4 -r 1 --decode-reps 1 --no-overhead -o json --out " + file.string()),
+            0)
+      << err_;
+  // stdout is the document and nothing else; the file holds the same document.
+  const auto doc = nlohmann::json::parse(out_);
+  EXPECT_EQ(doc, nlohmann::json::parse(slurp(file)));
+  EXPECT_EQ(doc.at("schema"), "clone-bench/1");
+  EXPECT_GT(doc.at("machine").at("read_gbs").get<double>(), 0.0);
+  EXPECT_EQ(doc.at("options").at("n_gen"), 4);
+  ASSERT_EQ(doc.at("models").size(), 2u);
+  for (const auto& row : doc.at("models")) {
+    EXPECT_EQ(row.at("model"), "bench.gguf");
+    EXPECT_GT(row.at("decode_tok_s").get<double>(), 0.0);
+  }
+  EXPECT_NE(run("bench -m " + m.string() + " -o yaml"), 0);
+  EXPECT_NE(err_.find("yaml"), std::string::npos) << err_;
 }
 
 TEST_F(Cli, RunOnADeviceWritesItsTrace) {

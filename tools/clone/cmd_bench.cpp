@@ -2,14 +2,31 @@
 // limits, which it measures first: read bandwidth for decode (every weight byte is read
 // once per token) and F32 FMA throughput for prefill (engine/speed.h says how).
 #include <cstdio>
+#include <fstream>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "clone/engine/speed.h"
 #include "clone/kernels/machine.h"
 #include "subcommand.h"
 
 namespace {
+
+// The CPU's name as the kernel reports it ("model name" in /proc/cpuinfo), or "unknown".
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos && colon + 2 <= line.size()) return line.substr(colon + 2);
+    }
+  return "unknown";
+}
 
 struct Opts {
   std::vector<std::string> models;
@@ -32,10 +49,36 @@ int run(const Opts& o) {
         measure_speed(Model::load(path), path.substr(path.find_last_of('/') + 1), o.s, lim));
   }
   const Table t = speed_table(rows);
-  std::printf("machine: read %.1f GB/s, FMA %.1f GFLOP/s, %d threads, %s\n\n%s",
-              lim.read_bandwidth_gbs, lim.fma_gflops, lim.threads, lim.simd_target,
-              t.format(o.format).c_str());
-  if (!o.out.empty()) t.write(o.out);
+  const auto ends_with = [](const std::string& a, const std::string& b) {
+    return a.size() >= b.size() && a.compare(a.size() - b.size(), b.size(), b) == 0;
+  };
+  if (o.format == "json" || ends_with(o.out, ".json")) {
+    // One document, keys sorted, so two commits' outputs diff line by line.
+    nlohmann::json doc;
+    doc["schema"] = "clone-bench/1";
+    doc["machine"] = {{"cpu", cpu_model_name()},
+                      {"read_gbs", lim.read_bandwidth_gbs},
+                      {"fma_gflops", lim.fma_gflops},
+                      {"threads", lim.threads},
+                      {"simd_target", lim.simd_target}};
+    doc["options"] = {{"n_prompt", o.s.n_prompt},
+                      {"n_gen", o.s.n_gen},
+                      {"reps", o.s.reps},
+                      {"decode_reps", o.s.decode_reps},
+                      {"overhead", o.s.overhead}};
+    doc["models"] = nlohmann::json::parse(t.format("json"));
+    const std::string text = doc.dump(1) + "\n";
+    if (o.format == "json") std::fputs(text.c_str(), stdout);
+    if (ends_with(o.out, ".json")) {
+      std::ofstream f(o.out);
+      if (!(f << text)) throw std::runtime_error("cannot write " + o.out);
+    }
+  }
+  if (o.format != "json")
+    std::printf("machine: read %.1f GB/s, FMA %.1f GFLOP/s, %d threads, %s, %s\n\n%s",
+                lim.read_bandwidth_gbs, lim.fma_gflops, lim.threads, lim.simd_target,
+                cpu_model_name().c_str(), t.format(o.format).c_str());
+  if (!o.out.empty() && !ends_with(o.out, ".json")) t.write(o.out);
   return 0;
 }
 
@@ -60,7 +103,10 @@ const cln::cli::Register reg{
                      "decode runs, each between two bandwidth probes (medians are reported)")
           ->capture_default_str()
           ->check(CLI::Range(1, 1000));
-      app.add_option("-o,--output", o->format, "md, csv or json")->capture_default_str();
+      app.add_option("-o,--output", o->format,
+                     "md, csv or json (one document: machine, options, models)")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"md", "csv", "json"}));
       app.add_option("--out", o->out, "also write the table to this file (.md/.csv/.json)");
       app.add_flag("!--no-overhead", o->s.overhead,
                    "skip the 1-thread run that measures parallel overhead");
