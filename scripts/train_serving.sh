@@ -25,11 +25,21 @@ for s in "${sources[@]}"; do
 done
 
 mkdir -p docs/results/route models/length docs/results/length-sim
-# 1. The router: routing accuracy, and soft MoE vs top-1 vs uniform vs the right expert vs
-#    the base on held-out prompts of every domain and task and on prompts that need two.
+# 1. The router. a) Its temperature and threshold, chosen on the validation split (the
+#    setting with the smallest mean gap to the right single expert over every set).
+[ -f docs/results/route/tune.md ] || "$CLONE" route eval --base "$BASE" --data "$DATA" \
+  "${route_experts[@]}" --split valid --items 50 --threads "$THREADS" \
+  --grid-temperature 0.01,0.02,0.03,0.05,0.1 --grid-threshold 0,0.1,0.2,0.3 \
+  --out docs/results/route/tune.md 2>&1 | tee docs/results/route/tune.log
+read -r temp thr < <(sed -n 's/^Chosen: temperature \([0-9.e-]*\), threshold \([0-9.e-]*\) .*/\1 \2/p' \
+  docs/results/route/tune.md)
+[ -n "$temp" ] || { echo "docs/results/route/tune.md names no chosen setting" >&2; exit 1; }
+# b) Judged with that setting on held-out (test) prompts of every domain and task and on
+#    prompts that need two experts: routing accuracy, and soft MoE vs top-1 vs uniform vs the
+#    right expert vs the base.
 [ -f docs/results/route/route.md ] || "$CLONE" route eval --base "$BASE" --data "$DATA" \
-  "${route_experts[@]}" --items 100 --threads "$THREADS" --out docs/results/route/route.md \
-  2>&1 | tee docs/results/route/route.log
+  "${route_experts[@]}" --temperature "$temp" --threshold "$thr" --items 100 \
+  --threads "$THREADS" --out docs/results/route/route.md 2>&1 | tee docs/results/route/route.log
 
 # 2. The output-length predictor (sampled generations of every source's training prompts
 #    with the expert that serves it; judged on held-out prompts).

@@ -10,6 +10,31 @@
 
 namespace cln::serve {
 
+namespace {
+// A domain's documents in `split`: the spans after each BOS, as [begin, end) token offsets.
+std::vector<std::pair<size_t, size_t>> documents(const data::TokenFile& f, const Tokenizer& tok) {
+  std::vector<std::pair<size_t, size_t>> docs;
+  for (size_t i = 0; i < f.tokens.size(); ++i) {
+    if (f.tokens[i] != tok.bos()) continue;
+    size_t j = i + 1;
+    while (j < f.tokens.size() && f.tokens[j] != tok.bos()) ++j;
+    docs.emplace_back(i, j);
+    i = j - 1;
+  }
+  return docs;
+}
+}  // namespace
+
+std::vector<int64_t> document_lengths(const std::string& data_dir, const std::string& domain,
+                                      const std::string& split, const Tokenizer& tok,
+                                      const std::string& tok_source) {
+  const data::TokenFile f = data::read_token_file(data::token_file_path(data_dir, domain, split),
+                                                  tok.vocab(), tok_source);
+  std::vector<int64_t> lengths;
+  for (const auto& [b, e] : documents(f, tok)) lengths.push_back(static_cast<int64_t>(e - b));
+  return lengths;
+}
+
 PromptSet prompt_set(const std::string& data_dir, const std::string& source,
                      const std::string& split, const Tokenizer& tok, const std::string& tok_source,
                      int64_t n, int64_t prompt_tokens, int64_t continuation_tokens) {
@@ -20,16 +45,11 @@ PromptSet prompt_set(const std::string& data_dir, const std::string& source,
   if (std::find(domains.begin(), domains.end(), source) != domains.end()) {
     const data::TokenFile f = data::read_token_file(data::token_file_path(data_dir, source, split),
                                                     tok.vocab(), tok_source);
-    // Documents: the spans after each BOS, long enough for prompt and continuation.
+    // Documents long enough for prompt and continuation.
     std::vector<std::pair<size_t, size_t>> docs;
-    for (size_t i = 0; i < f.tokens.size(); ++i) {
-      if (f.tokens[i] != tok.bos()) continue;
-      size_t j = i + 1;
-      while (j < f.tokens.size() && f.tokens[j] != tok.bos()) ++j;
-      if (static_cast<int64_t>(j - i) >= prompt_tokens + continuation_tokens)
-        docs.emplace_back(i, j);
-      i = j - 1;
-    }
+    for (const auto& d : documents(f, tok))
+      if (static_cast<int64_t>(d.second - d.first) >= prompt_tokens + continuation_tokens)
+        docs.push_back(d);
     if (docs.empty())
       fail(source, " (", split, "): no document of ", prompt_tokens + continuation_tokens,
            " tokens");

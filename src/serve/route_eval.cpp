@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include "clone/core/error.h"
@@ -48,6 +49,7 @@ struct Set {
   std::string name;
   std::vector<size_t> right;  // expert indices
   bool text = true;
+  int64_t tokens = 0;  // text sets: tokens per text
   std::vector<Item> items;
 };
 
@@ -60,6 +62,15 @@ struct Acc {
                 : 100.0 * sum / static_cast<double>(std::max<int64_t>(1, n));
   }
 };
+
+// The text length for a set of `sources` from their documents' lengths (choose_text_length).
+int64_t text_length(const RouteEvalOptions& o, const std::vector<std::string>& sources,
+                    const Tokenizer& tok) {
+  std::vector<std::vector<int64_t>> lengths;
+  for (const auto& src : sources)
+    lengths.push_back(document_lengths(o.data_dir, src, o.split, tok, o.base));
+  return choose_text_length(o.text_tokens, o.per_set, lengths);
+}
 
 }  // namespace
 
@@ -87,6 +98,11 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
   RouterOptions soft_o = o.router, top1_o = o.router, uni_o = o.router;
   soft_o.mixing = Mixing::Soft, top1_o.mixing = Mixing::Top1, uni_o.mixing = Mixing::Uniform;
   const Router soft(keys, soft_o), top1(keys, top1_o), uniform(keys, uni_o);
+  std::vector<Router> grid;
+  for (RouterOptions g : o.soft_grid) {
+    g.mixing = Mixing::Soft;
+    grid.emplace_back(keys, g);
+  }
 
   // The TF-IDF baseline: fitted on, and keyed by, the same training prompts.
   std::vector<std::vector<int32_t>> idf_docs;
@@ -107,8 +123,9 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
     s.name = names[e];
     s.right = {e};
     s.text = is_domain(names[e]);
-    const PromptSet p = prompt_set(o.data_dir, names[e], "test", tok, o.base, o.per_set,
-                                   s.text ? o.text_tokens : 64, 0);
+    s.tokens = s.text ? text_length(o, {names[e]}, tok) : 0;
+    const PromptSet p = prompt_set(o.data_dir, names[e], o.split, tok, o.base, o.per_set,
+                                   s.text ? s.tokens : 64, 0);
     for (size_t i = 0; i < p.prompts.size(); ++i)
       s.items.push_back({p.prompts[i], s.text ? "" : p.answers[i]});
     sets.push_back(std::move(s));
@@ -119,9 +136,10 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
     Set s;
     s.name = a + " + " + b;
     s.right = {static_cast<size_t>(ia), static_cast<size_t>(ib)};
-    const int64_t half = o.text_tokens / 2;
-    const PromptSet pa = prompt_set(o.data_dir, a, "test", tok, o.base, o.per_set, half, 0);
-    const PromptSet pb = prompt_set(o.data_dir, b, "test", tok, o.base, o.per_set, half + 1, 0);
+    s.tokens = text_length(o, {a, b}, tok);
+    const int64_t half = s.tokens / 2;
+    const PromptSet pa = prompt_set(o.data_dir, a, o.split, tok, o.base, o.per_set, half, 0);
+    const PromptSet pb = prompt_set(o.data_dir, b, o.split, tok, o.base, o.per_set, half + 1, 0);
     for (size_t i = 0; i < std::min(pa.prompts.size(), pb.prompts.size()); ++i) {
       Item it{pa.prompts[i], ""};
       it.tokens.insert(it.tokens.end(), pb.prompts[i].begin() + 1, pb.prompts[i].end());
@@ -137,7 +155,10 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
     s.name = t;
     s.right = {static_cast<size_t>(ia), static_cast<size_t>(ib)};
     s.text = false;
-    const PromptSet p = prompt_set(o.data_dir, t, "test", tok, o.base, o.per_set, 64, 0);
+    // The data builder writes add_words for the test split only (it judges composition).
+    const auto path = std::filesystem::path(o.data_dir) / "tasks" / t / (o.split + ".jsonl");
+    if (o.split != "test" && std::filesystem::file_size(path) == 0) continue;
+    const PromptSet p = prompt_set(o.data_dir, t, o.split, tok, o.base, o.per_set, 64, 0);
     for (size_t i = 0; i < p.prompts.size(); ++i) s.items.push_back({p.prompts[i], p.answers[i]});
     sets.push_back(std::move(s));
   }
@@ -186,8 +207,9 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
     for (size_t e : s.right) res.right.push_back(names[e]);
     res.text = s.text;
     res.items = static_cast<int64_t>(s.items.size());
+    res.tokens = s.tokens;
     Acc base, soft_a, top1_a, uni_a;
-    std::vector<Acc> single(s.right.size());
+    std::vector<Acc> single(s.right.size()), grid_a(grid.size());
     int64_t hit_h = 0, hit_t = 0;
     double weight = 0;
     for (const Item& it : s.items) {
@@ -205,7 +227,9 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
       score(it, s.text, ws, soft_a);
       score(it, s.text, w1, top1_a);
       score(it, s.text, uniform.weights(eh), uni_a);
+      for (size_t g = 0; g < grid.size(); ++g) score(it, s.text, grid[g].weights(eh), grid_a[g]);
     }
+    for (const Acc& a : grid_a) res.grid.push_back(a.value(s.text));
     const double n = static_cast<double>(std::max<int64_t>(1, res.items));
     res.top1_hidden = 100.0 * static_cast<double>(hit_h) / n;
     res.top1_tfidf = 100.0 * static_cast<double>(hit_t) / n;
@@ -258,13 +282,15 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
 }
 
 Table routing_table(const RouteEval& e) {
-  Table t({"held-out set", "right experts", "items", "top-1 right, base-model embedding (%)",
-           "top-1 right, TF-IDF (%)", "soft weight on the right experts"});
+  Table t({"held-out set", "right experts", "items", "text tokens",
+           "top-1 right, base-model embedding (%)", "top-1 right, TF-IDF (%)",
+           "soft weight on the right experts"});
   t.set_precision(2);
   for (const auto& s : e.sets) {
     std::string right;
     for (const auto& r : s.right) right += (right.empty() ? "" : " + ") + r;
-    t.add({s.set, right, static_cast<long long>(s.items), s.top1_hidden, s.top1_tfidf,
+    t.add({s.set, right, static_cast<long long>(s.items),
+           s.text ? std::to_string(s.tokens) : std::string("prompt"), s.top1_hidden, s.top1_tfidf,
            s.right_weight});
   }
   return t;
@@ -277,6 +303,65 @@ Table quality_table(const RouteEval& e) {
   for (const auto& s : e.sets)
     t.add({s.set, std::string(s.text ? "perplexity" : "exact match (%)"), s.base, s.right_single,
            s.soft, s.top1, s.uniform});
+  return t;
+}
+
+int64_t choose_text_length(int64_t longest, int64_t per_set,
+                           const std::vector<std::vector<int64_t>>& doc_lengths) {
+  int64_t best = longest, best_n = -1;
+  for (int64_t L : {longest, longest * 3 / 4, longest / 2, longest / 3, longest / 4}) {
+    if (L < 32) break;
+    const int64_t need = doc_lengths.size() == 1 ? L : L / 2 + 1;  // each half of a joined text
+    int64_t n = per_set;
+    for (const auto& v : doc_lengths)
+      n = std::min<int64_t>(
+          n, std::count_if(v.begin(), v.end(), [&](int64_t x) { return x >= need; }));
+    if (2 * n >= per_set) return L;
+    if (n > best_n) best_n = n, best = L;
+  }
+  return best;
+}
+
+double gap_to_right(const RouteSetResult& s, double soft_value) {
+  return s.text ? 100.0 * (soft_value / s.right_single - 1.0) : s.right_single - soft_value;
+}
+
+size_t best_grid_setting(const RouteEval& e) {
+  size_t best = 0;
+  double best_gap = 1e300;
+  const size_t n = e.sets.empty() ? 0 : e.sets[0].grid.size();
+  for (size_t g = 0; g < n; ++g) {
+    double sum = 0;
+    for (const auto& s : e.sets) sum += gap_to_right(s, s.grid[g]);
+    if (sum < best_gap) best_gap = sum, best = g;
+  }
+  return best;
+}
+
+Table grid_table(const RouteEval& e, const std::vector<RouterOptions>& grid) {
+  std::vector<std::string> head = {"temperature", "threshold"};
+  for (const auto& s : e.sets) head.push_back(s.set + (s.text ? " (ppl)" : " (EM %)"));
+  head.push_back("mean gap to the right expert");
+  Table t(head);
+  t.set_precision(3);
+  for (size_t g = 0; g < grid.size(); ++g) {
+    std::vector<Table::Cell> row;
+    row.emplace_back(grid[g].temperature);
+    row.emplace_back(grid[g].threshold);
+    double sum = 0;
+    for (const auto& s : e.sets) {
+      row.push_back(s.grid[g]);
+      sum += gap_to_right(s, s.grid[g]);
+    }
+    row.push_back(sum / static_cast<double>(std::max<size_t>(1, e.sets.size())));
+    t.add(row);
+  }
+  std::vector<Table::Cell> right;
+  right.emplace_back(std::string("right expert"));
+  right.emplace_back(std::string("-"));
+  for (const auto& s : e.sets) right.push_back(s.right_single);
+  right.push_back(0.0);
+  t.add(right);
   return t;
 }
 

@@ -31,8 +31,8 @@ TEST(BenchCli, ReportsMediansAgainstTheBandwidthMeasuredBeside) {
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::ifstream f(out);
   const nlohmann::json j = nlohmann::json::parse(f);
-  ASSERT_EQ(j.size(), 1u);
-  const auto& r = j[0];
+  ASSERT_EQ(j.at("models").size(), 1u);
+  const auto& r = j.at("models")[0];
   EXPECT_EQ(r["model"], "tiny.gguf");
   EXPECT_EQ(r["threads"], 1);
   EXPECT_EQ(r["overhead_pct"].get<double>(), -1.0);  // --no-overhead

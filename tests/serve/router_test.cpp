@@ -12,6 +12,7 @@
 #include "clone/engine/lora.h"
 #include "clone/engine/model_writer.h"
 #include "clone/serve/embed.h"
+#include "clone/serve/route_eval.h"
 #include "clone/serve/router.h"
 #include "engine/test_util.h"
 
@@ -116,4 +117,45 @@ TEST(Embed, TfIdfByHand) {
 }
 
 }  // namespace
+TEST(RouteEval, ShortDocumentDomainsGetShorterTextsNotFewerItems) {
+  using cln::serve::choose_text_length;
+  const std::vector<int64_t> long_docs(300, 500);
+  std::vector<int64_t> glosses(300, 70);  // wordnet-like: many short documents
+  glosses[0] = 400;                       // and one long one
+  EXPECT_EQ(choose_text_length(192, 100, {long_docs}), 192);
+  EXPECT_EQ(choose_text_length(192, 100, {glosses}), 64);  // 144 and 96 find 1 document
+  // Half of the wanted items is enough; just under half is not.
+  std::vector<int64_t> some(60, 50);
+  some.insert(some.end(), 50, 200);
+  EXPECT_EQ(choose_text_length(192, 100, {some}), 192);
+  EXPECT_EQ(choose_text_length(192, 102, {some}), 48);
+  // A joined text needs half its length from each source; the shorter source decides.
+  EXPECT_EQ(choose_text_length(192, 100, {long_docs, std::vector<int64_t>(100, 97)}), 192);
+  EXPECT_EQ(choose_text_length(192, 100, {long_docs, std::vector<int64_t>(100, 96)}), 144);
+  // No length gives half: the one giving the most items (ties: the longer).
+  EXPECT_EQ(choose_text_length(192, 100, {std::vector<int64_t>{500, 500, 100, 100, 100}}), 96);
+  EXPECT_EQ(choose_text_length(192, 100, {std::vector<int64_t>{}}), 192);
+}
+
+TEST(RouteEval, TheChosenSettingHasTheSmallestMeanGapToTheRightExpert) {
+  using cln::serve::RouteSetResult;
+  // A text set (perplexity, lower is better) and a task set (exact match, higher is better).
+  RouteSetResult text, task;
+  text.text = true, text.right_single = 20.0;
+  task.text = false, task.right_single = 98.0;
+  EXPECT_NEAR(cln::serve::gap_to_right(text, 21.0), 5.0, 1e-9);   // 5% more perplexity
+  EXPECT_DOUBLE_EQ(cln::serve::gap_to_right(task, 90.0), 8.0);    // 8 points fewer
+  EXPECT_NEAR(cln::serve::gap_to_right(text, 19.0), -5.0, 1e-9);  // ahead of it
+  // Setting 0 is best on text and poor on the task; 1 is close on both; 2 best on the task.
+  text.grid = {20.2, 20.6, 22.0};
+  task.grid = {20.0, 97.0, 98.0};
+  cln::serve::RouteEval e;
+  e.sets = {text, task};
+  EXPECT_EQ(cln::serve::best_grid_setting(e), 1u);  // mean gaps 39.5, 2, 5
+  const std::vector<cln::serve::RouterOptions> grid(3);
+  const auto t = cln::serve::grid_table(e, grid);
+  ASSERT_EQ(t.rows().size(), 4u);  // three settings and the right expert
+  EXPECT_NEAR(std::get<double>(t.rows()[1].back()), 2.0, 1e-9);
+}
+
 }  // namespace cln::serve

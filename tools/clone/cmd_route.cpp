@@ -16,11 +16,16 @@ struct Opts {
   cln::serve::RouteEvalOptions e;
   std::vector<std::string> experts;
   std::string mixing_unused, out;
+  std::vector<double> grid_temperatures, grid_thresholds;
 };
 
 int eval(Opts& o) {
   using namespace cln;
   o.e.experts = cli::expert_specs(o.experts);
+  if (o.grid_temperatures.empty() != o.grid_thresholds.empty())
+    fail("--grid-temperature and --grid-threshold go together (the grid is every pair)");
+  for (double t : o.grid_temperatures)
+    for (double h : o.grid_thresholds) o.e.soft_grid.push_back({serve::Mixing::Soft, t, h});
   const serve::RouteEval r = serve::evaluate_router(o.e);
   char cost[512];
   std::snprintf(cost, sizeof cost,
@@ -35,14 +40,26 @@ int eval(Opts& o) {
   char head[512];
   std::snprintf(head, sizeof head,
                 "Soft MoE: softmax of cosine similarity / %.3g, experts under weight %.3g dropped; "
-                "%lld held-out items per set. Text sets: %lld-token texts (mixed: half of each), "
+                "%lld %s items per set. Text sets: texts of up to %lld tokens (fewer where a "
+                "domain's documents are short: see text tokens; mixed: half of each), "
                 "the router embeds the text, every prediction after the first token scored. "
                 "Task sets: the router embeds the prompt, greedy answers scored by exact match.\n",
                 o.e.router.temperature, o.e.router.threshold, static_cast<long long>(o.e.per_set),
+                o.e.split == "test" ? "held-out (test)" : (o.e.split + "-split").c_str(),
                 static_cast<long long>(o.e.text_tokens));
-  const std::string md =
-      std::string(head) + "\n## Routing\n\n" + serve::routing_table(r).markdown() +
-      "\n## Quality of each way of mixing\n\n" + serve::quality_table(r).markdown() + "\n" + cost;
+  std::string md = std::string(head) + "\n## Routing\n\n" + serve::routing_table(r).markdown() +
+                   "\n## Quality of each way of mixing\n\n" + serve::quality_table(r).markdown() +
+                   "\n" + cost;
+  if (!o.e.soft_grid.empty()) {
+    const size_t b = serve::best_grid_setting(r);
+    char pick[256];
+    std::snprintf(pick, sizeof pick,
+                  "\nChosen: temperature %.3g, threshold %.3g (smallest mean gap to the right "
+                  "expert: perplexity excess in %%, exact-match deficit in points).\n",
+                  o.e.soft_grid[b].temperature, o.e.soft_grid[b].threshold);
+    md += "\n## Soft MoE under each setting (" + o.e.split + " split)\n\n" +
+          serve::grid_table(r, o.e.soft_grid).markdown() + pick;
+  }
   std::fputs(md.c_str(), stdout);
   if (!o.out.empty()) cli::write_text_file(o.out, md);
   return 0;
@@ -67,6 +84,18 @@ const cln::cli::Register reg{
           ->check(CLI::PositiveNumber);
       ev->add_option("--threshold", o->e.router.threshold, "drop experts under this weight")
           ->capture_default_str()
+          ->check(CLI::Range(0.0, 0.99));
+      ev->add_option("--split", o->e.split,
+                     "valid to choose the settings (with the grid), test to judge them")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"valid", "test"}));
+      ev->add_option("--grid-temperature", o->grid_temperatures,
+                     "also score soft MoE at each of these temperatures (comma list)")
+          ->delimiter(',')
+          ->check(CLI::PositiveNumber);
+      ev->add_option("--grid-threshold", o->grid_thresholds,
+                     "... and each of these thresholds (every pair is scored)")
+          ->delimiter(',')
           ->check(CLI::Range(0.0, 0.99));
       ev->add_option("--items", o->e.per_set, "held-out items per set")
           ->capture_default_str()

@@ -33,7 +33,8 @@ struct Opts {
   // The soft mixture of LoRA experts: experts with router keys, mixed per prompt.
   std::vector<std::string> experts;
   std::string mixing = "soft", length_model;
-  double route_temperature = 0.05, route_threshold = 0.05;
+  double route_temperature = cln::serve::RouterOptions{}.temperature,
+         route_threshold = cln::serve::RouterOptions{}.threshold;
   bool stats = true;
   bool ignore_eos = false;
   // Co-simulation on a modelled device.
@@ -77,17 +78,7 @@ int run(const Opts& o) {
   std::vector<float> embedding;
   if (!o.experts.empty()) {
     if (!o.loras.empty()) fail("--expert (routed) and --lora (fixed weights) do not mix");
-    std::vector<std::pair<std::string, std::shared_ptr<const LoraAdapter>>> experts;
-    std::vector<serve::ExpertKey> keys;
-    for (const auto& [name, path] : cli::expert_specs(o.experts)) {
-      experts.emplace_back(name, LoraAdapter::load(path, *model));
-      auto key = serve::read_key(*GgufFile::open(path));
-      if (!key)
-        fail("expert ", path,
-             " has no router key: add one with `clone lora keys`, or apply it "
-             "with --lora");
-      keys.push_back(std::move(*key));
-    }
+    auto [experts, keys] = cli::load_experts(o.experts, *model, true);
     serve::RouterOptions ro;
     ro.mixing = serve::mixing_from_name(o.mixing);
     ro.temperature = o.route_temperature, ro.threshold = o.route_threshold;

@@ -40,17 +40,8 @@ int serve(Opts& o) {
         "--backend linux needs --device: the profile of this board, which the controllers "
         "plan with");
   auto model = Model::load(o.model);
-  std::vector<std::pair<std::string, std::shared_ptr<const LoraAdapter>>> experts;
-  std::vector<serve::ExpertKey> keys;
-  size_t with_key = 0;
-  for (const auto& [name, path] : cli::expert_specs(o.experts)) {
-    experts.emplace_back(name, LoraAdapter::load(path, *model));
-    auto key = serve::read_key(*GgufFile::open(path));
-    with_key += key.has_value();
-    if (key) keys.push_back(std::move(*key));
-  }
-  if (with_key != 0 && with_key != experts.size())
-    fail("some experts have router keys and some do not: add keys with `clone lora keys`");
+  auto [experts, keys] = cli::load_experts(o.experts, *model, false);
+  const bool with_key = !keys.empty();
   o.s.router.mixing = serve::mixing_from_name(o.mixing);
   serve::Scheduler sched(model, std::move(experts), std::move(keys), o.s);
   serve::Server server(sched, o.h);

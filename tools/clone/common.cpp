@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "clone/core/error.h"
+#include "clone/gguf/gguf.h"
 
 namespace cln::cli {
 
@@ -43,6 +44,23 @@ std::vector<std::pair<std::string, std::string>> expert_specs(
     out.emplace_back(name, path);
   }
   return out;
+}
+
+Experts load_experts(const std::vector<std::string>& specs, const Model& model, bool need_keys) {
+  Experts e;
+  std::string without;  // the first adapter without a key
+  for (const auto& [name, path] : expert_specs(specs)) {
+    e.adapters.emplace_back(name, LoraAdapter::load(path, model));
+    auto key = serve::read_key(*GgufFile::open(path));
+    if (key)
+      e.keys.push_back(std::move(*key));
+    else if (without.empty())
+      without = path;
+  }
+  if (!without.empty() && (need_keys || !e.keys.empty()))
+    fail("expert ", without, " has no router key: add one with `clone lora keys`",
+         need_keys ? ", or apply it with --lora" : " (some experts have keys and some do not)");
+  return e;
 }
 
 void write_text_file(const std::string& path, const std::string& text) {

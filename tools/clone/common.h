@@ -12,6 +12,7 @@
 
 #include "clone/engine/lora.h"
 #include "clone/engine/model.h"
+#include "clone/serve/router.h"
 
 namespace cln::cli {
 
@@ -22,6 +23,15 @@ std::vector<ActiveLora> load_loras(const std::vector<std::string>& specs, const 
 // cln::Error for an empty name or path or a name given twice.
 std::vector<std::pair<std::string, std::string>> expert_specs(
     const std::vector<std::string>& specs);
+
+// The --expert adapters loaded against `model`, each with its router key where it has one.
+struct Experts {
+  std::vector<std::pair<std::string, std::shared_ptr<const LoraAdapter>>> adapters;
+  std::vector<serve::ExpertKey> keys;  // empty when none has a key
+};
+// Loads expert_specs(specs); either every adapter has a router key or none does (else
+// cln::Error naming the fix); `need_keys` makes none an error too.
+Experts load_experts(const std::vector<std::string>& specs, const Model& model, bool need_keys);
 
 // Token ids as a JSON-style list "[1, 2, 3]" or whitespace/comma separated numbers.
 std::vector<int32_t> read_ids_file(const std::string& path);

@@ -26,4 +26,9 @@ PromptSet prompt_set(const std::string& data_dir, const std::string& source,
                      const std::string& split, const Tokenizer& tok, const std::string& tok_source,
                      int64_t n, int64_t prompt_tokens = 64, int64_t continuation_tokens = 128);
 
+// The token length (BOS included) of every document of a domain's split, in file order.
+std::vector<int64_t> document_lengths(const std::string& data_dir, const std::string& domain,
+                                      const std::string& split, const Tokenizer& tok,
+                                      const std::string& tok_source);
+
 }  // namespace cln::serve

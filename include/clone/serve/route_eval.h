@@ -27,12 +27,15 @@ struct RouteEvalOptions {
   std::string embedder = "hidden:4";
   RouterOptions router;
   int64_t per_set = 100;      // held-out items per set
-  int64_t text_tokens = 192;  // text sets: tokens per text
+  int64_t text_tokens = 192;  // text sets: tokens per text, shortened per set (see tokens)
   int64_t max_new = 16;       // task sets: generation limit
   std::vector<std::pair<std::string, std::string>> mixed_texts = {
       {"quotes", "code"}, {"scripture", "computing"}, {"dictionary", "wordnet"}};
   std::vector<std::string> mixed_tasks = {"add_words"};  // needs addition and number_words
   std::string profile = "orin-nx-16gb";                  // board for the modelled router cost
+  std::string split = "test";  // "valid" to choose the router's settings, "test" to judge them
+  // Further soft-MoE settings scored on every item beside o.router (a grid to choose from).
+  std::vector<RouterOptions> soft_grid;
   int threads = 2;
   bool verbose = true;
 };
@@ -42,10 +45,12 @@ struct RouteSetResult {
   std::vector<std::string> right;  // the experts this set needs
   bool text = true;                // perplexity (lower better) or exact match (%)
   int64_t items = 0;
+  int64_t tokens = 0;                      // text sets: tokens per text (shorter for short docs)
   double top1_hidden = 0, top1_tfidf = 0;  // % of items whose top-1 expert is a right one
   double right_weight = 0;                 // mean soft weight on the right experts
   // quality per way of running: base, right (the best right single expert), soft, top1, uniform
   double base = 0, right_single = 0, soft = 0, top1 = 0, uniform = 0;
+  std::vector<double> grid;  // soft MoE quality under each of RouteEvalOptions::soft_grid
 };
 
 struct RouteEval {
@@ -58,5 +63,21 @@ struct RouteEval {
 RouteEval evaluate_router(const RouteEvalOptions& o);
 Table routing_table(const RouteEval& e);
 Table quality_table(const RouteEval& e);
+
+// The text length for a set whose texts come from sources with these document lengths (one
+// source, or two whose halves are joined): the longest of longest, 3/4, 1/2, 1/3 and 1/4 of
+// it (at least 32) at which every source has documents for at least half of per_set items,
+// so short-document domains (wordnet glosses, quotes) are judged on shorter texts instead of
+// on a handful of items; where no length gives that many, the one giving the most.
+int64_t choose_text_length(int64_t longest, int64_t per_set,
+                           const std::vector<std::vector<int64_t>>& doc_lengths);
+
+// How far a soft-MoE result falls behind the right single expert on one set: text, the
+// perplexity excess in percent; tasks, the exact-match deficit in points (negative = ahead).
+double gap_to_right(const RouteSetResult& s, double soft_value);
+// The soft_grid setting with the smallest mean gap over the sets (ties: the first), and the
+// table of every setting's per-set quality and mean gap.
+size_t best_grid_setting(const RouteEval& e);
+Table grid_table(const RouteEval& e, const std::vector<RouterOptions>& grid);
 
 }  // namespace cln::serve

@@ -47,8 +47,11 @@ const char* mixing_name(Mixing m);
 
 struct RouterOptions {
   Mixing mixing = Mixing::Soft;
-  double temperature = 0.05;  // softmax over cosine similarity / temperature
-  double threshold = 0.05;    // soft: experts under this weight are dropped, the rest renormalised
+  // Chosen on the validation split over the shipped bank (scripts/train_serving.sh step 1a,
+  // docs/results/route/tune.md: the smallest mean gap to the right single expert of 20
+  // settings; 0.05 / 0.05, the earlier default, broke subtraction answers: 22% vs 98%).
+  double temperature = 0.03;  // softmax over cosine similarity / temperature
+  double threshold = 0.1;     // soft: experts under this weight are dropped, the rest renormalised
 };
 
 double cosine(std::span<const float> a, std::span<const float> b);
