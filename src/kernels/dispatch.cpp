@@ -3,11 +3,14 @@
 
 #include <atomic>
 #include <cstring>
+#include <string>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
 
+#include "clone/core/error.h"
+#include "clone/kernels/machine.h"
 #include "hwy/highway.h"
 #include "hwy/targets.h"
 
@@ -39,6 +42,23 @@ bool cpuid_says_amd() {
 #endif
 }
 }  // namespace
+
+}  // namespace cln::kernels::detail
+
+namespace cln::kernels {
+void force_simd_target(const std::string& name) {
+  if (name.empty()) return detail::force_target(0);
+  std::string names;
+  for (int64_t t : detail::available_targets()) {
+    if (name == hwy::TargetName(t)) return detail::force_target(t);
+    names += std::string(names.empty() ? "" : ", ") + hwy::TargetName(t);
+  }
+  fail("SIMD target ", name, " is not available on this CPU in this build (available: ", names,
+       ")");
+}
+}  // namespace cln::kernels
+
+namespace cln::kernels::detail {
 
 bool cpu_is_amd() {
   const int forced = g_forced_amd.load(std::memory_order_relaxed);

@@ -8,6 +8,7 @@
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "kernels/arch/x86/matvec_vnni.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace cln::kernels {
@@ -72,6 +73,40 @@ float FmaChains(size_t iters, float seed, double* flops) {
   return hn::GetLane(hn::SumOfLanes(d, s));
 }
 
+// The integer dot-product peak the quantized kernels run against: `iters` rounds of 12
+// independent chains of the instruction they use on this target. AVX3_DL: vpdpbusd (AVX-512
+// VNNI: 64 u8 x s8 products summed into 16 int32 lanes per instruction, as
+// arch/x86/matvec_vnni.cpp); elsewhere int16 pair products widened into int32 sums
+// (ReorderWidenMulAccumulate, as matvec.cpp's portable Q8_0/Q4_0 rows). *ops counts two per
+// product (multiply and add), like the FMA peak's flops; *kind names the instruction.
+float Int8Chains(size_t iters, int32_t seed, double* ops, const char** kind) {
+#if HWY_TARGET == HWY_AVX3_DL
+  *kind = "vpdpbusd";
+  return detail::x86::vnni_int8_chains(iters, seed, ops);
+#else
+  const hn::ScalableTag<int16_t> d16;
+  const hn::RepartitionToWide<decltype(d16)> d32;
+  const auto x = hn::Set(d16, 3), y = hn::Set(d16, -5);
+  auto s0 = hn::Set(d32, seed), s1 = hn::Set(d32, seed + 1), s2 = hn::Set(d32, seed + 2);
+  auto s3 = hn::Set(d32, seed + 3), s4 = hn::Set(d32, seed + 4), s5 = hn::Set(d32, seed + 5);
+  auto c0 = hn::Zero(d32), c1 = hn::Zero(d32), c2 = hn::Zero(d32);
+  auto c3 = hn::Zero(d32), c4 = hn::Zero(d32), c5 = hn::Zero(d32);
+  for (size_t i = 0; i < iters; ++i) {
+    s0 = hn::ReorderWidenMulAccumulate(d32, x, y, s0, c0);
+    s1 = hn::ReorderWidenMulAccumulate(d32, x, y, s1, c1);
+    s2 = hn::ReorderWidenMulAccumulate(d32, x, y, s2, c2);
+    s3 = hn::ReorderWidenMulAccumulate(d32, x, y, s3, c3);
+    s4 = hn::ReorderWidenMulAccumulate(d32, x, y, s4, c4);
+    s5 = hn::ReorderWidenMulAccumulate(d32, x, y, s5, c5);
+  }
+  auto t = hn::Add(hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)), hn::Add(s4, s5));
+  t = hn::Add(t, hn::Add(hn::Add(hn::Add(c0, c1), hn::Add(c2, c3)), hn::Add(c4, c5)));
+  *ops = 2.0 * static_cast<double>(hn::Lanes(d16)) * 6 * static_cast<double>(iters);
+  *kind = "i16 pairs";
+  return static_cast<float>(hn::GetLane(hn::SumOfLanes(d32, t)));
+#endif
+}
+
 const char* TargetNameHere() {
   return hwy::TargetName(HWY_TARGET);
 }
@@ -95,6 +130,7 @@ HWY_AFTER_NAMESPACE();
 namespace cln::kernels {
 HWY_EXPORT(ReadStream);
 HWY_EXPORT(FmaChains);
+HWY_EXPORT(Int8Chains);
 HWY_EXPORT(TargetNameHere);
 
 const char* simd_target_name() {
@@ -171,6 +207,25 @@ MachineLimits measure_machine(ThreadPool* pool) {
     best_fma = std::max(best_fma, total / s / 1e9);
   }
   m.fma_gflops = best_fma;
+
+  // Integer dot products (quantized prefill), the same way: about 50 ms per pass, best of 3.
+  std::vector<double> ops(static_cast<size_t>(m.threads));
+  std::vector<const char*> kinds(static_cast<size_t>(m.threads), "");
+  double best_int8 = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool->run([&](int tid, int) {
+      sink[static_cast<size_t>(tid)] +=
+          HWY_DYNAMIC_DISPATCH(Int8Chains)(size_t{4} << 20, tid + 1, &ops[static_cast<size_t>(tid)],
+                                           &kinds[static_cast<size_t>(tid)]);
+    });
+    const double s = seconds_since(t0);
+    double total = 0;
+    for (double f : ops) total += f;
+    best_int8 = std::max(best_int8, total / s / 1e9);
+  }
+  m.int8_gops = best_int8;
+  m.int8_kind = kinds.empty() ? "" : kinds[0];
   volatile float keep = 0;
   for (float s : sink) keep = keep + s;
   return m;

@@ -94,6 +94,34 @@ TEST_F(Cli, BenchWritesOneJsonDocumentToDiffBetweenCommits) {
   EXPECT_NE(err_.find("yaml"), std::string::npos) << err_;
 }
 
+TEST_F(Cli, BenchRunsOnAForcedTargetAndJudgesQuantizedPrefillByTheInt8Peak) {
+  const fs::path q = dir_ / "bench-q8.gguf";
+  ASSERT_EQ(run("init-model --layers 2 --embd 64 --heads 2 --ff 128 --vocab 300 --type q8_0 -o " +
+                q.string()),
+            0)
+      << err_;
+  // An unknown target is refused with the list this CPU and build have, weakest last.
+  ASSERT_NE(run("bench -m " + q.string() + " --simd NOPE"), 0);
+  const auto at = err_.find("available: ");
+  ASSERT_NE(at, std::string::npos) << err_;
+  std::string list = err_.substr(at + 11);
+  list = list.substr(0, list.find(')'));
+  const std::string weakest = list.substr(list.rfind(' ') + 1);
+  ASSERT_EQ(run("bench -m " + q.string() + " --simd " + weakest +
+                " -p 16 -n 4 -r 1 --decode-reps 1 --no-overhead -o json"),
+            0)
+      << err_;
+  const auto doc = nlohmann::json::parse(out_);
+  EXPECT_EQ(doc.at("machine").at("simd_target"), weakest);
+  EXPECT_GT(doc.at("machine").at("int8_gops").get<double>(), 0.0);
+  const auto& row = doc.at("models").at(0);
+  EXPECT_EQ(row.at("prefill_peak"), "int8");
+  EXPECT_NEAR(row.at("prefill_pct_peak").get<double>(),
+              100 * row.at("prefill_gflops").get<double>() /
+                  doc.at("machine").at("int8_gops").get<double>(),
+              1e-6 * row.at("prefill_pct_peak").get<double>() + 1e-9);
+}
+
 TEST_F(Cli, RunOnADeviceWritesItsTrace) {
   const std::string model = (dir_ / "tiny.gguf").string();
   ASSERT_EQ(run("init-model -o " + model +

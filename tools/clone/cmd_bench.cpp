@@ -33,15 +33,20 @@ struct Opts {
   cln::SpeedOptions s;
   std::string format = "md";
   std::string out;
+  std::string simd;
 };
 
 int run(const Opts& o) {
   using namespace cln;
+  kernels::force_simd_target(o.simd);
   kernels::ThreadPool pool(o.s.threads);
   std::fprintf(stderr, "[bench] measuring this machine's limits with %d threads...\n", pool.size());
   const kernels::MachineLimits lim = kernels::measure_machine(&pool);
-  std::fprintf(stderr, "[bench] read bandwidth %.1f GB/s, F32 FMA %.1f GFLOP/s, SIMD %s\n",
-               lim.read_bandwidth_gbs, lim.fma_gflops, lim.simd_target);
+  std::fprintf(stderr,
+               "[bench] read bandwidth %.1f GB/s, F32 FMA %.1f GFLOP/s, int8 dot products %.1f "
+               "GOP/s (%s), SIMD %s\n",
+               lim.read_bandwidth_gbs, lim.fma_gflops, lim.int8_gops, lim.int8_kind,
+               lim.simd_target);
   std::vector<SpeedResult> rows;
   for (const auto& path : o.models) {
     std::fprintf(stderr, "[bench] %s ...\n", path.c_str());
@@ -56,10 +61,9 @@ int run(const Opts& o) {
     // One document, keys sorted, so two commits' outputs diff line by line.
     nlohmann::json doc;
     doc["schema"] = "clone-bench/1";
-    doc["machine"] = {{"cpu", cpu_model_name()},
-                      {"read_gbs", lim.read_bandwidth_gbs},
-                      {"fma_gflops", lim.fma_gflops},
-                      {"threads", lim.threads},
+    doc["machine"] = {{"cpu", cpu_model_name()},       {"read_gbs", lim.read_bandwidth_gbs},
+                      {"fma_gflops", lim.fma_gflops},  {"int8_gops", lim.int8_gops},
+                      {"int8_kind", lim.int8_kind},    {"threads", lim.threads},
                       {"simd_target", lim.simd_target}};
     doc["options"] = {{"n_prompt", o.s.n_prompt},
                       {"n_gen", o.s.n_gen},
@@ -75,9 +79,10 @@ int run(const Opts& o) {
     }
   }
   if (o.format != "json")
-    std::printf("machine: read %.1f GB/s, FMA %.1f GFLOP/s, %d threads, %s, %s\n\n%s",
-                lim.read_bandwidth_gbs, lim.fma_gflops, lim.threads, lim.simd_target,
-                cpu_model_name().c_str(), t.format(o.format).c_str());
+    std::printf(
+        "machine: read %.1f GB/s, FMA %.1f GFLOP/s, int8 %.1f GOP/s (%s), %d threads, %s, %s\n\n%s",
+        lim.read_bandwidth_gbs, lim.fma_gflops, lim.int8_gops, lim.int8_kind, lim.threads,
+        lim.simd_target, cpu_model_name().c_str(), t.format(o.format).c_str());
   if (!o.out.empty() && !ends_with(o.out, ".json")) t.write(o.out);
   return 0;
 }
@@ -108,6 +113,8 @@ const cln::cli::Register reg{
           ->capture_default_str()
           ->check(CLI::IsMember({"md", "csv", "json"}));
       app.add_option("--out", o->out, "also write the table to this file (.md/.csv/.json)");
+      app.add_option("--simd", o->simd,
+                     "run every kernel on this SIMD target (e.g. AVX2 on an AVX-512 machine)");
       app.add_flag("!--no-overhead", o->s.overhead,
                    "skip the 1-thread run that measures parallel overhead");
       return [o] { return run(*o); };

@@ -31,6 +31,10 @@ struct SpeedResult {
   double params_m = 0, weights_mb = 0;
   int threads = 0;
   double prefill_tps = 0, prefill_gflops = 0, prefill_pct_fma = 0;
+  // Prefill against the peak of the arithmetic it runs: "fma" (F32/F16 weights) or "int8"
+  // (Q8_0/Q4_0, integer dot products on quantized activations).
+  std::string prefill_peak;
+  double prefill_pct_peak = 0;
   double decode_tps = 0, decode_gbs = 0;
   double read_gbs = 0;  // median bandwidth probed beside the decode runs
   double decode_pct_bw = 0, pct_bw_min = 0, pct_bw_max = 0;  // median and range over runs

@@ -3,6 +3,8 @@
 // throughput (prefill is bound by it).
 #pragma once
 
+#include <string>
+
 #include <cstddef>
 
 #include "clone/kernels/thread_pool.h"
@@ -12,12 +14,21 @@ namespace cln::kernels {
 struct MachineLimits {
   double read_bandwidth_gbs = 0;  // GB/s (1e9 bytes/s) streaming a buffer far larger than cache
   double fma_gflops = 0;          // GFLOP/s of F32 fused multiply-add (2 flops each), all threads
+  // Integer dot products as the quantized kernels run them (2 ops per product), all threads,
+  // and the instruction measured ("vpdpbusd", "i16 pairs"): quantized prefill's bar.
+  double int8_gops = 0;
+  const char* int8_kind = "";
   int threads = 0;
   const char* simd_target = "";  // the Highway target chosen at run time, e.g. "AVX3_ZEN4"
 };
 
 // The Highway target the kernels dispatch to on this CPU, e.g. "AVX3_DL", "AVX2", "NEON".
 const char* simd_target_name();
+
+// Makes every kernel run on the named target, one this CPU supports and the build has (e.g.
+// "AVX2" on an AVX-512 machine, to measure what an AVX2-only machine would run); "" restores
+// the best. Throws cln::Error listing the available targets for any other name.
+void force_simd_target(const std::string& name);
 
 // Reads `bytes` from p with every thread of the pool, as the bandwidth probe does; the
 // result depends on every byte so the reads cannot be elided. Benchmarks time it next to a

@@ -469,6 +469,24 @@ PackedKernel vnni_packed_q8_0() {
   return {packed_prepared_bytes, packed_prepare<0>, packed_groups<PackedQ8>,
           "q8_0x16 (avx512 vnni)"};
 }
+CLONE_VNNI float vnni_int8_chains(size_t iters, int32_t seed, double* ops) {
+  const __m512i u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(-5);
+  __m512i a[12];
+  for (int k = 0; k < 12; ++k) a[k] = _mm512_set1_epi32(seed + k);
+  for (size_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int k = 0; k < 12; ++k) a[k] = _mm512_dpbusd_epi32(a[k], u, s);
+  }
+  __m512i t = a[0];
+  for (int k = 1; k < 12; ++k) t = _mm512_add_epi32(t, a[k]);
+  *ops = 2.0 * 64 * 12 * static_cast<double>(iters);
+  alignas(64) int32_t lanes[16];
+  _mm512_store_si512(lanes, t);
+  int64_t sum = 0;
+  for (int32_t v : lanes) sum += v;
+  return static_cast<float>(sum);
+}
+
 PackedKernel vnni_packed_q4_0() {
   if (!cpu_is_amd())
     return {packed_prepared_bytes, packed_prepare<4>, packed_groups<PackedQ4, true>,
