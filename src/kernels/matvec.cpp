@@ -13,6 +13,7 @@
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "kernels/arch/x86/matvec_avx2.h"
 #include "kernels/arch/x86/matvec_vnni.h"
 #include "kernels/dispatch.h"
 #include "kernels/hwy_util-inl.h"
@@ -271,12 +272,16 @@ DotKernel DotKernelHere(DType t) {
     case DType::Q8_0:
 #if HWY_TARGET == HWY_AVX3_DL
       return detail::x86::vnni_dot_q8_0();
+#elif HWY_TARGET == HWY_AVX2
+      return detail::x86::avx2_dot_q8_0();
 #else
       return {PreparedBytesQ16, PrepareQ16, RowsQ<BlockQ8_0>, "q8_0 (i16)", 4};
 #endif
     case DType::Q4_0:
 #if HWY_TARGET == HWY_AVX3_DL
       return detail::x86::vnni_dot_q4_0();
+#elif HWY_TARGET == HWY_AVX2
+      return detail::x86::avx2_dot_q4_0();
 #else
       return {PreparedBytesQ16, PrepareQ16, RowsQ<BlockQ4_0>, "q4_0 (i16)", 4};
 #endif
