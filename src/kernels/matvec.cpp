@@ -33,11 +33,6 @@ inline const uint8_t* RowPtr(const Matrix& w, int64_t r, size_t row_bytes) {
   return static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r) * row_bytes;
 }
 
-inline void Store(const DotArgs& a, int64_t t, int64_t r, float dot) {
-  float& out = a.y[t * a.ldy + r];
-  out = a.accumulate ? out + a.scale * dot : a.scale * dot;
-}
-
 // ---------------------------------------------------------------- F32 and F16 weights
 // Loads Lanes(df) weights of row `w` at column c as F32.
 template <class DF>
@@ -154,9 +149,9 @@ void RowsFloat(const DotArgs& a, int64_t r0, int64_t r1) {
       for (; a.n > 1 && r + 4 <= c1; r += 4) {
         float d[4];
         Dot4Float<WT, S>(row(r), row(r + 1), row(r + 2), row(r + 3), x, w.cols, d);
-        for (int i = 0; i < 4; ++i) Store(a, t, r + i, d[i]);
+        for (int i = 0; i < 4; ++i) detail::store_dot(a, t, r + i, d[i]);
       }
-      for (; r < c1; ++r) Store(a, t, r, Dot1Float<WT, S>(row(r), x, w.cols));
+      for (; r < c1; ++r) detail::store_dot(a, t, r, Dot1Float<WT, S>(row(r), x, w.cols));
     }
   }
 }
@@ -245,7 +240,8 @@ void RowsQ(const DotArgs& a, int64_t r0, int64_t r1) {
       const auto* xd =
           reinterpret_cast<const float*>(px + static_cast<size_t>(w.cols) * sizeof(int16_t));
       for (int64_t r = c0; r < c1; ++r)
-        Store(a, t, r, DotRowQ(reinterpret_cast<const BT*>(RowPtr(w, r, rb)), xq, xd, nb));
+        detail::store_dot(a, t, r,
+                          DotRowQ(reinterpret_cast<const BT*>(RowPtr(w, r, rb)), xq, xd, nb));
     }
   }
 }

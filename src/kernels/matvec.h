@@ -28,6 +28,12 @@ struct DotArgs {
   float scale;
 };
 
+// Writes one dot product as DotArgs asks: y[t * ldy + r] = scale * dot (+ the old value).
+inline void store_dot(const DotArgs& a, int64_t t, int64_t r, float dot) {
+  float& out = a.y[t * a.ldy + r];
+  out = a.accumulate ? out + a.scale * dot : a.scale * dot;
+}
+
 struct DotKernel {
   // Bytes of prepared activations per token; 0 when the kernel reads x directly.
   size_t (*prepared_bytes)(int64_t cols);

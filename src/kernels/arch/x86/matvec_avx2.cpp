@@ -139,8 +139,7 @@ CLONE_AVX2 void rows(const DotArgs& a, int64_t r0, int64_t r1) {
         const float dot =
             a.n == 1 ? dot_row<B, kPrefetch>(base + static_cast<size_t>(r) * rb, xq, xd, nb)
                      : dot_row<B, false>(base + static_cast<size_t>(r) * rb, xq, xd, nb);
-        float& out = a.y[t * a.ldy + r];
-        out = a.accumulate ? out + a.scale * dot : a.scale * dot;
+        store_dot(a, t, r, dot);
       }
     }
   }

@@ -34,11 +34,6 @@ constexpr int64_t kChunkRows = 16;
 constexpr int64_t kVnniMaxTokens = 64;
 // rows per chunk before moving on to the next token
 
-inline void store(const DotArgs& a, int64_t t, int64_t r, float dot) {
-  float& out = a.y[t * a.ldy + r];
-  out = a.accumulate ? out + a.scale * dot : a.scale * dot;
-}
-
 // Quantizes one 32-block of a token to 8 bits (d = amax / 127, round to nearest even):
 // the block's quants, scale and the sum of its quants.
 struct XBlock {
@@ -240,10 +235,10 @@ CLONE_VNNI void rows(const DotArgs& a, int64_t r0, int64_t r1) {
           s2 = F::group(k, load_partial(p + 2 * rb, tail), x, s2);
           s3 = F::group(k, load_partial(p + 3 * rb, tail), x, s3);
         }
-        store(a, t, r, _mm512_reduce_add_ps(s0));
-        store(a, t, r + 1, _mm512_reduce_add_ps(s1));
-        store(a, t, r + 2, _mm512_reduce_add_ps(s2));
-        store(a, t, r + 3, _mm512_reduce_add_ps(s3));
+        store_dot(a, t, r, _mm512_reduce_add_ps(s0));
+        store_dot(a, t, r + 1, _mm512_reduce_add_ps(s1));
+        store_dot(a, t, r + 2, _mm512_reduce_add_ps(s2));
+        store_dot(a, t, r + 3, _mm512_reduce_add_ps(s3));
       }
       for (; r < c1; ++r) {
         const uint8_t* p = base + static_cast<size_t>(r) * rb;
@@ -254,7 +249,7 @@ CLONE_VNNI void rows(const DotArgs& a, int64_t r0, int64_t r1) {
         if (full < ng)
           s0 = F::group(k, load_partial(p, tail),
                         F::load_x(px + static_cast<size_t>(full) * F::kXBytes), s0);
-        store(a, t, r, _mm512_reduce_add_ps(s0));
+        store_dot(a, t, r, _mm512_reduce_add_ps(s0));
       }
     }
   }
