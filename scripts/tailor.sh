@@ -15,7 +15,7 @@ DATA=${DATA:-out/data}
 BASE=${BASE:-models/base/model.gguf}
 OUT=${OUT:-out/tailor}
 BOARDS=${BOARDS:-"orin-nx-16gb orin-nano-8gb"}
-BUDGETS=${BUDGETS:-"0.5 0.65 0.8"}
+BUDGETS=${BUDGETS:-"0.65 0.5 0.8"}  # 0.65 first: the 2x2 device-specificity table uses it
 RECOVER_STEPS=${RECOVER_STEPS:-300}
 THREADS=${THREADS:-2}
 CLONE="$BUILD/bin/clone"
@@ -38,8 +38,10 @@ table="$OUT/table.md"
   echo "| board | budget | method | candidate | val ppl (no recovery) | TPOT ms | energy J | test ppl (recovered) |"
   echo "|---|---|---|---|---|---|---|---|"
 } > "$table"
-for board in $BOARDS; do
-  for b in $BUDGETS; do
+echo "| dense (no pruning, no recovery) | | | | | | | $(test_ppl "$BASE" "$OUT/dense-test.csv") |" >> "$table"
+# Budgets outer, boards inner: a run stopped early still has both boards at the first budget.
+for b in $BUDGETS; do
+  for board in $BOARDS; do
     dir="$OUT/$board-$b"
     status=0
     "$CLONE" tailor -m "$BASE" --profile "$board" --latency-budget "$b" --energy-budget "$b" \
@@ -49,8 +51,9 @@ for board in $BOARDS; do
       [ -e "$model" ] || continue
       method=$(basename "$model" .gguf); method=${method#best-}
       ft="$dir/recover-$method"
-      "$CLONE" train finetune -m "$model" --data "$DATA" --out "$ft" --steps "$RECOVER_STEPS" \
-        --warmup 20 --lr 3e-4 --seed 1234 --threads "$THREADS"
+      [ -f "$ft/model.gguf" ] ||  # done by an earlier, interrupted run
+        "$CLONE" train finetune -m "$model" --data "$DATA" --out "$ft" --steps "$RECOVER_STEPS" \
+          --warmup 20 --lr 3e-4 --seed 1234 --threads "$THREADS"
       ppl=$(test_ppl "$ft/model.gguf" "$ft/test.csv")
       row=$(awk -F, -v m="$method" 'NR > 1 && index($2, m) == 1 && $7 == 1 {
               if (best == "" || $3 < bp) { best = $0; bp = $3 } } END { print best }' \

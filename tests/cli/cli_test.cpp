@@ -244,6 +244,37 @@ TEST_F(Cli, PruneWritesAModelThatRunsAndRefusesBadRequests) {
   std::ofstream(ratios) << R"({"attn": [0, 0.5, 0], "ffn": [0, 2, 0]})";
   EXPECT_NE(run("prune -m " + model + " -o " + pruned + " --ratios " + ratios), 0);
   EXPECT_NE(err_.find("layer 1: the FFN ratio 2 is outside [0, 1]"), std::string::npos) << err_;
+
+  // What the cut saves on each board, as the tailoring search costs it. The dense model
+  // against budgets of half its own cost is twice over both: its score is (1 / ppl) x
+  // 0.5^2 x 0.5^2 (alpha = beta = 2), and exactly 1 / ppl at its own cost.
+  const auto count = [this](const std::string& s) {
+    size_t n = 0;
+    for (size_t i = out_.find(s); i != std::string::npos; i = out_.find(s, i + 1)) ++n;
+    return n;
+  };
+  const std::string boards = " --profile orin-nx-16gb orin-nano-8gb --dense " + model;
+  ASSERT_EQ(
+      run("device cost -m " + model + boards + " --latency-budget 1 --energy-budget 1 --ppl 20"), 0)
+      << err_;
+  EXPECT_EQ(count("| yes "), 2u) << out_;
+  EXPECT_EQ(count(" 0.05 "), 2u) << out_;
+  ASSERT_EQ(run("device cost -m " + model + boards +
+                " --latency-budget 0.5 --energy-budget 0.5 --ppl 20"),
+            0)
+      << err_;
+  EXPECT_EQ(count("| no "), 2u) << out_;
+  EXPECT_EQ(count(" 0.003125 "), 2u) << out_;
+  // Half the heads and channels cut: within the dense model's cost on both boards, and not
+  // within a tenth of it.
+  ASSERT_EQ(run("device cost -m " + pruned + boards + " --latency-budget 1 --energy-budget 1"), 0)
+      << err_;
+  EXPECT_EQ(count("| yes "), 2u) << out_;
+  ASSERT_EQ(run("device cost -m " + pruned + boards + " --latency-budget 0.1 --energy-budget 1"), 0)
+      << err_;
+  EXPECT_EQ(count("| no "), 2u) << out_;
+  EXPECT_NE(run("device cost -m " + pruned + " --latency-budget 0.5"), 0);
+  EXPECT_NE(err_.find("give --dense"), std::string::npos) << err_;
 }
 
 TEST_F(Cli, ABinaryWithoutItsDataSaysWhereItLooked) {

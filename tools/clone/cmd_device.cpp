@@ -1,5 +1,6 @@
-// clone device probe | show | calibrate: what this machine offers for DVFS and power
-// measurement; a profile's contents; the fit of a profile to the paper's measurements.
+// clone device probe | show | calibrate | cost: what this machine offers for DVFS and power
+// measurement; a profile's contents; the fit of a profile to the paper's measurements; what
+// a model's request costs on boards (the tailoring search's judgement, for any GGUF).
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +11,9 @@
 #include "clone/device/linux.h"
 #include "clone/device/profile.h"
 #include "clone/device/public_calibration.h"
+#include "clone/engine/model_config.h"
+#include "clone/gguf/gguf.h"
+#include "clone/prune/evaluate.h"
 #include "common.h"
 #include "subcommand.h"
 
@@ -20,6 +24,11 @@ using namespace cln;
 struct Opts {
   std::string root = "/", out, profile = "orin-nx-16gb", public_dir, report;
   bool write = false, no_measure = false;
+  // cost
+  std::string model, dense;
+  std::vector<std::string> profiles{"orin-nx-16gb"};
+  prune::Workload workload;
+  double latency_budget = 0, energy_budget = 0, ppl = 0;
 };
 
 int probe(const Opts& o) {
@@ -116,6 +125,50 @@ int calibrate(const Opts& o) {
   return 0;
 }
 
+// A model's request (prompt + output tokens, idle board, top clock: the performance governor)
+// on each profile, as the tailoring search costs a candidate; with --dense, the budgets as
+// shares of the dense model's cost on the same profile; with --ppl, the search's score there.
+int cost(const Opts& o) {
+  const auto shape = [](const std::string& path) {
+    return ModelConfig::from_gguf(*GgufFile::open(path));
+  };
+  const ModelConfig m = shape(o.model);
+  const bool budgets = !o.dense.empty();
+  if (!budgets && (o.latency_budget > 0 || o.energy_budget > 0))
+    fail(
+        "device cost: --latency-budget and --energy-budget are shares of the dense model's "
+        "cost: give --dense");
+  Table t({"profile", "TTFT ms", "TPOT ms", "energy J", "TPOT budget ms", "energy budget J",
+           "within", "score"});
+  for (const std::string& name : o.profiles) {
+    const auto p = device::DeviceProfile::find(name);
+    const prune::DeviceCost c = prune::device_cost(m, p, o.workload);
+    prune::Budget b;
+    std::string within = "", score = "";
+    if (budgets) {
+      const prune::DeviceCost d = prune::device_cost(shape(o.dense), p, o.workload);
+      b.latency_s = o.latency_budget * d.tpot_s;
+      b.energy_j = o.energy_budget * d.energy_j;
+      within = (b.latency_s <= 0 || c.tpot_s <= b.latency_s) &&
+                       (b.energy_j <= 0 || c.energy_j <= b.energy_j)
+                   ? "yes"
+                   : "no";
+    }
+    if (o.ppl > 0) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.6g", prune::search_score(o.ppl, c, b));
+      score = buf;
+    }
+    using Cell = Table::Cell;
+    t.add({p.name, 1e3 * c.ttft_s, 1e3 * c.tpot_s, c.energy_j,
+           budgets ? Cell{1e3 * b.latency_s} : Cell{""}, budgets ? Cell{b.energy_j} : Cell{""},
+           within, score});
+  }
+  t.set_precision(4);
+  std::printf("%s\n", t.markdown().c_str());
+  return 0;
+}
+
 const cli::Register reg{
     "device", "device profiles: probe this machine, show a profile, calibrate", [](CLI::App& app) {
       auto o = std::make_shared<Opts>();
@@ -148,7 +201,43 @@ const cli::Register reg{
       c->add_flag("--write", o->write, "write the refitted factors back into the profile");
       c->callback([mode] { *mode = 3; });
       cli::add_resource_flags(*c, {Resource::Profiles});
-      return [o, mode] { return *mode == 1 ? probe(*o) : *mode == 2 ? show(*o) : calibrate(*o); };
+      auto* k = app.add_subcommand(
+          "cost",
+          "a model's request on boards as the tailoring search costs it (idle board, top clock); "
+          "with --dense the budgets, with --ppl the search score");
+      k->add_option("-m,--model", o->model, "model GGUF (dense or pruned)")
+          ->required()
+          ->check(CLI::ExistingFile);
+      k->add_option("--profile", o->profiles, "device profiles (names or paths)")
+          ->capture_default_str();
+      k->add_option("--prompt-tokens", o->workload.prompt, "the request's prompt length")
+          ->capture_default_str()
+          ->check(CLI::PositiveNumber);
+      k->add_option("--output-tokens", o->workload.output, "the request's output length")
+          ->capture_default_str()
+          ->check(CLI::PositiveNumber);
+      k->add_option("--dense", o->dense, "the dense model the budgets are shares of")
+          ->check(CLI::ExistingFile);
+      k->add_option("--latency-budget", o->latency_budget, "TPOT budget, share of the dense's")
+          ->check(CLI::Range(0.01, 1.0));
+      k->add_option("--energy-budget", o->energy_budget, "energy budget, share of the dense's")
+          ->check(CLI::Range(0.01, 1.0));
+      k->add_option("--ppl", o->ppl, "the model's perplexity: print the search score")
+          ->check(CLI::PositiveNumber);
+      k->callback([mode] { *mode = 4; });
+      cli::add_resource_flags(*k, {Resource::Profiles});
+      return [o, mode] {
+        switch (*mode) {
+          case 1:
+            return probe(*o);
+          case 2:
+            return show(*o);
+          case 3:
+            return calibrate(*o);
+          default:
+            return cost(*o);
+        }
+      };
     }};
 
 }  // namespace
