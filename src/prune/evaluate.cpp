@@ -9,6 +9,9 @@
 #include "clone/data/token_file.h"
 #include "clone/device/calibrate.h"
 #include "clone/device/cost_model.h"
+#include "clone/device/sim.h"
+#include "clone/dvfs/policy.h"
+#include "clone/dvfs/runner.h"
 #include "clone/engine/context.h"
 #include "clone/eval/nll.h"
 #include "clone/prune/surgery.h"
@@ -17,9 +20,23 @@ namespace cln::prune {
 
 DeviceCost device_cost(const ModelConfig& c, const device::DeviceProfile& p, const Workload& w) {
   auto model = std::make_shared<const device::CostModel>(p, c);
-  const device::FixedRun r =
-      device::run_fixed(model, device::CorunnerTrace::make("idle", 1), w.prompt, w.output, -1, 512);
-  return {r.ttft_s, r.tpot_s, r.e2e_s, r.energy_j};
+  const auto idle = device::CorunnerTrace::make("idle", 1);
+  if (w.dvfs.empty() || w.dvfs == "performance") {
+    const device::FixedRun r = device::run_fixed(model, idle, w.prompt, w.output, -1, 512);
+    return {r.ttft_s, r.tpot_s, r.e2e_s, r.energy_j};
+  }
+  if (!(w.ttft_target_s > 0) || !(w.tpot_target_s > 0))
+    fail("device cost under the ", w.dvfs, " DVFS controller: the request needs TTFT and TPOT ",
+         "targets (got ", w.ttft_target_s, " s and ", w.tpot_target_s, " s)");
+  const auto policy = dvfs::make_policy(w.dvfs, model);
+  device::SimDevice dev(model, idle);
+  workload::Request r;
+  r.prompt = w.prompt, r.output = w.output, r.slo = "tailor";
+  r.ttft_target_s = w.ttft_target_s, r.tpot_target_s = w.tpot_target_s;
+  dvfs::RunOptions ro;
+  ro.n_batch = 512;
+  const dvfs::RequestResult res = dvfs::run_workload(dev, *policy, {r}, {}, ro).front();
+  return {res.ttft_s, res.tpot_s, res.e2e_s, res.energy_j};
 }
 
 double search_score(double ppl, const DeviceCost& cost, const Budget& b) {

@@ -45,6 +45,42 @@ TEST(Evaluate, PrunedShapesCostLessOnTheBoard) {
   EXPECT_LT(device_cost(half_ffn, nx, {}).tpot_s, 0.85 * d.tpot_s);
 }
 
+// Under a DVFS controller the request is served to an SLO instead of at the top clock: a
+// pruned model given the dense model's top-clock TTFT and TPOT as targets has slack, which
+// the controllers turn into energy; too tight a target is missed, and no target is an error.
+TEST(Evaluate, UnderADvfsControllerSlackBecomesEnergy) {
+  const auto nx = device::DeviceProfile::find("orin-nx-16gb");
+  const ModelConfig dense = model_preset("tinyllama-1.1b");
+  ModelConfig half = dense;
+  for (auto& l : half.layers) l.n_ff /= 2, l.n_head /= 2;
+  const DeviceCost d = device_cost(dense, nx, {});
+  const DeviceCost top = device_cost(half, nx, {});
+  Workload w;
+  w.ttft_target_s = d.ttft_s, w.tpot_target_s = d.tpot_s;
+  for (const char* name : {"static", "learned", "oracle"}) {
+    w.dvfs = name;
+    const DeviceCost c = device_cost(half, nx, w);
+    EXPECT_LE(c.tpot_s, d.tpot_s * (1 + 1e-6)) << name;
+    EXPECT_LE(c.ttft_s, d.ttft_s * (1 + 1e-6)) << name;
+    EXPECT_GT(c.tpot_s, top.tpot_s * 1.02) << name;      // it did slow down ...
+    EXPECT_LT(c.energy_j, top.energy_j * 0.98) << name;  // ... and saved by it
+  }
+  // The performance governor ignores the targets: the top clock, as without them.
+  w.dvfs = "performance";
+  EXPECT_DOUBLE_EQ(device_cost(half, nx, w).energy_j, top.energy_j);
+  // A target under what the top clock reaches: the controller cannot meet it.
+  w.dvfs = "static", w.tpot_target_s = 0.5 * top.tpot_s;
+  EXPECT_GT(device_cost(half, nx, w).tpot_s, w.tpot_target_s);
+  w.tpot_target_s = 0;
+  try {
+    device_cost(half, nx, w);
+    ADD_FAILURE() << "no TPOT target accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs TTFT and TPOT targets"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Evaluate, ValidationPerplexityOfAPlan) {
   const auto t = cln::prune::testing::tiny_model("prune-eval", 2);
   const std::string &data = t.data, &path = t.path;

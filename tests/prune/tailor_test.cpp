@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <set>
 
 #include "clone/core/error.h"
@@ -76,4 +78,35 @@ TEST(Tailor, SearchesResumesAndWritesTheBestModel) {
   TailorOptions other = o;
   other.profile = "orin-nano-8gb";
   EXPECT_THROW(tailor(other), Error);
+  other = o;  // also one costed under another DVFS controller
+  other.workload.dvfs = "static";
+  EXPECT_THROW(tailor(other), Error);
+
+  // Under a controller each candidate's request is served to a TPOT target at the budget:
+  // a shape evaluated both ways costs no more energy than at the top clock, and stays
+  // within the TPOT budget wherever the top clock was; the budgets stay the dense model's
+  // top-clock ones.
+  other.out_dir = dir + "/static";
+  const TailorResult st = tailor(other);
+  write_report(other, st);
+  EXPECT_DOUBLE_EQ(st.latency_budget_s, r.latency_budget_s);
+  EXPECT_DOUBLE_EQ(st.energy_budget_j, r.energy_budget_j);
+  std::map<std::string, const Candidate*> top;
+  for (const Candidate& k : r.candidates) top[k.key] = &k;
+  int both = 0, cheaper = 0;
+  for (const Candidate& k : st.candidates) {
+    const auto it = top.find(k.key);
+    if (it == top.end()) continue;
+    ++both;
+    EXPECT_LE(k.energy_j, it->second->energy_j * (1 + 1e-9)) << k.key;
+    if (it->second->tpot_s <= r.latency_budget_s) {
+      EXPECT_LE(k.tpot_s, r.latency_budget_s * (1 + 1e-9)) << k.key;
+    }
+    cheaper += k.energy_j < 0.99 * it->second->energy_j;
+  }
+  EXPECT_GE(both, 10);
+  EXPECT_GE(cheaper, 1);
+  std::ifstream summary(other.out_dir + "/summary.md");
+  const std::string text((std::istreambuf_iterator<char>(summary)), {});
+  EXPECT_NE(text.find("served by the static DVFS controller"), std::string::npos) << text;
 }

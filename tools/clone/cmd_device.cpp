@@ -125,9 +125,10 @@ int calibrate(const Opts& o) {
   return 0;
 }
 
-// A model's request (prompt + output tokens, idle board, top clock: the performance governor)
-// on each profile, as the tailoring search costs a candidate; with --dense, the budgets as
-// shares of the dense model's cost on the same profile; with --ppl, the search's score there.
+// A model's request (prompt + output tokens, idle board, top clock: the performance governor,
+// or --dvfs) on each profile, as the tailoring search costs a candidate; with --dense, the
+// budgets as shares of the dense model's cost on the same profile; with --ppl, the search's
+// score there.
 int cost(const Opts& o) {
   const auto shape = [](const std::string& path) {
     return ModelConfig::from_gguf(*GgufFile::open(path));
@@ -138,15 +139,27 @@ int cost(const Opts& o) {
     fail(
         "device cost: --latency-budget and --energy-budget are shares of the dense model's "
         "cost: give --dense");
+  const bool controlled = o.workload.dvfs != "performance";
+  if (controlled && !(budgets && o.latency_budget > 0))
+    fail("device cost: --dvfs ", o.workload.dvfs,
+         " serves the request to a TPOT target at the latency budget: give --dense and "
+         "--latency-budget");
+  prune::Workload top = o.workload;
+  top.dvfs = "performance";
   Table t({"profile", "TTFT ms", "TPOT ms", "energy J", "TPOT budget ms", "energy budget J",
            "within", "score"});
   for (const std::string& name : o.profiles) {
     const auto p = device::DeviceProfile::find(name);
-    const prune::DeviceCost c = prune::device_cost(m, p, o.workload);
+    // The budgets: shares of the dense model's cost at the top clock; a controller serves
+    // the request to them (TPOT at the budget, TTFT at the dense model's), as in tailoring.
+    const prune::DeviceCost d =
+        budgets ? prune::device_cost(shape(o.dense), p, top) : prune::DeviceCost{};
+    prune::Workload w = o.workload;
+    if (controlled) w.tpot_target_s = o.latency_budget * d.tpot_s, w.ttft_target_s = d.ttft_s;
+    const prune::DeviceCost c = prune::device_cost(m, p, w);
     prune::Budget b;
     std::string within = "", score = "";
     if (budgets) {
-      const prune::DeviceCost d = prune::device_cost(shape(o.dense), p, o.workload);
       b.latency_s = o.latency_budget * d.tpot_s;
       b.energy_j = o.energy_budget * d.energy_j;
       within = (b.latency_s <= 0 || c.tpot_s <= b.latency_s) &&
@@ -216,6 +229,11 @@ const cli::Register reg{
       k->add_option("--output-tokens", o->workload.output, "the request's output length")
           ->capture_default_str()
           ->check(CLI::PositiveNumber);
+      k->add_option("--dvfs", o->workload.dvfs,
+                    "DVFS controller serving the request (performance: the top clock; learned, "
+                    "static, mpc, oracle: to a TPOT target at --latency-budget)")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"performance", "learned", "static", "mpc", "oracle"}));
       k->add_option("--dense", o->dense, "the dense model the budgets are shares of")
           ->check(CLI::ExistingFile);
       k->add_option("--latency-budget", o->latency_budget, "TPOT budget, share of the dense's")

@@ -44,6 +44,11 @@ const cln::cli::Register reg{
                      "request energy budget as a share of the dense model's")
           ->capture_default_str()
           ->check(CLI::Range(0.01, 1.0));
+      app.add_option("--dvfs", o->t.workload.dvfs,
+                     "DVFS controller serving each candidate's request (performance: the top "
+                     "clock; learned, static, mpc, oracle: to a TPOT target at the budget)")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"performance", "learned", "static", "mpc", "oracle"}));
       app.add_option("--units", o->units,
                      "importance that picks the units: taylor, wanda, magnitude")
           ->capture_default_str()

@@ -19,11 +19,15 @@
 
 namespace cln::prune {
 
-// The request the device cost is for, run at a fixed clock on an idle board (the
-// performance governor: the top clock) unless a level is given.
+// The request the device cost is for, on an idle board, under a DVFS controller: the
+// performance governor (the top clock throughout) by default, or any of dvfs/policy.h
+// ("learned", "static", "mpc", "oracle", ...) serving it to the SLO given here, changing the
+// clock at every layer boundary as it would on the board.
 struct Workload {
   std::string name = "chat";
   int64_t prompt = 128, output = 242;  // the paper's chatbot request (128 in, 242 out)
+  std::string dvfs = "performance";
+  double ttft_target_s = 0, tpot_target_s = 0;  // the SLO (needed unless dvfs is performance)
 };
 
 struct DeviceCost {
