@@ -114,7 +114,9 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
   TfIdfEmbedder tfidf(tok.n_vocab(), idf_docs);
   std::vector<ExpertKey> tf_keys;
   for (const auto& p : train_prompts) tf_keys.push_back({"tfidf", mean_embedding(tfidf, p), 0});
-  const Router tf_router(tf_keys, top1_o);
+  RouterOptions tf_o = top1_o;
+  tf_o.centre = false;  // the baseline as it was judged
+  const Router tf_router(tf_keys, tf_o);
 
   // The held-out sets.
   std::vector<Set> sets;

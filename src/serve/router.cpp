@@ -80,11 +80,33 @@ Router::Router(std::vector<ExpertKey> keys, RouterOptions o) : keys_(std::move(k
   }
   if (!(o_.temperature > 0)) fail("router: the temperature must be positive");
   if (o_.threshold < 0 || o_.threshold >= 1) fail("router: the threshold must be in [0, 1)");
+  if (o_.centre) {
+    if (keys_.size() < 2) fail("router: centring needs at least two experts");
+    const size_t d = keys_.front().key.size();
+    std::vector<double> m(d, 0.0);
+    for (const ExpertKey& k : keys_)
+      for (size_t i = 0; i < d; ++i) m[i] += k.key[i];
+    mean_.resize(d);
+    for (size_t i = 0; i < d; ++i)
+      mean_[i] = static_cast<float>(m[i] / static_cast<double>(keys_.size()));
+    for (const ExpertKey& k : keys_) {
+      centred_.emplace_back(d);
+      for (size_t i = 0; i < d; ++i) centred_.back()[i] = k.key[i] - mean_[i];
+    }
+  }
 }
 
 std::vector<double> Router::similarities(std::span<const float> e) const {
   std::vector<double> s;
-  for (const ExpertKey& k : keys_) s.push_back(cosine(e, k.key));
+  if (!o_.centre) {
+    for (const ExpertKey& k : keys_) s.push_back(cosine(e, k.key));
+    return s;
+  }
+  if (e.size() != mean_.size())
+    fail("router: an embedding of ", e.size(), " for keys of ", mean_.size());
+  std::vector<float> c(e.size());
+  for (size_t i = 0; i < e.size(); ++i) c[i] = e[i] - mean_[i];
+  for (const auto& k : centred_) s.push_back(cosine(c, k));
   return s;
 }
 

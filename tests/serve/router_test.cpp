@@ -44,6 +44,27 @@ TEST(Router, SoftmaxOfCosinesByHand) {
   EXPECT_THROW(Router({{"hidden:4", {1, 0}, 1}, {"tfidf", {1, 0}, 1}}), Error);
 }
 
+// Centring by hand: keys (10, 1, 0) and (10, 0, 1) share a large first component; their mean
+// is (10, 0.5, 0.5), so centred they are (0, 0.5, -0.5) and (0, -0.5, 0.5). A prompt at
+// (10, 0.8, 0.2) has raw cosines 0.9968 and 0.9941 (a flat softmax) but centred ones +1 and -1.
+TEST(Router, CentringComparesWhatTellsExpertsApart) {
+  const std::vector<ExpertKey> keys = {{"e", {10, 1, 0}, 1}, {"e", {10, 0, 1}, 1}};
+  const std::vector<float> x = {10, 0.8f, 0.2f};
+  RouterOptions o;
+  o.temperature = 0.5, o.threshold = 0;
+  const std::vector<double> raw = Router(keys, o).similarities(x);
+  EXPECT_NEAR(raw[0], (100 + 0.8) / std::sqrt(101.0 * (100 + 0.64 + 0.04)), 1e-6);
+  o.centre = true;
+  const Router centred(keys, o);
+  const std::vector<double> c = centred.similarities(x);
+  EXPECT_NEAR(c[0], 1.0, 1e-6);
+  EXPECT_NEAR(c[1], -1.0, 1e-6);
+  const std::vector<double> w = centred.weights(x);
+  EXPECT_NEAR(w[0], 1 / (1 + std::exp(-2.0 / 0.5)), 1e-6);
+  // One expert has nothing to be told apart from.
+  EXPECT_THROW(Router({{"e", {1, 0}, 1}}, o), Error);
+}
+
 TEST(Router, KeyRoundTripKeepsTheAdapter) {
   const ModelConfig c = test::per_layer_config();
   const std::string model = test::tmp_path("router_model.gguf");

@@ -25,7 +25,8 @@ int eval(Opts& o) {
   if (o.grid_temperatures.empty() != o.grid_thresholds.empty())
     fail("--grid-temperature and --grid-threshold go together (the grid is every pair)");
   for (double t : o.grid_temperatures)
-    for (double h : o.grid_thresholds) o.e.soft_grid.push_back({serve::Mixing::Soft, t, h});
+    for (double h : o.grid_thresholds)
+      o.e.soft_grid.push_back({serve::Mixing::Soft, t, h, o.e.router.centre});
   const serve::RouteEval r = serve::evaluate_router(o.e);
   char cost[512];
   std::snprintf(cost, sizeof cost,
@@ -39,12 +40,14 @@ int eval(Opts& o) {
                 100 * r.board_embed_ms / (r.board_embed_ms + r.board_prefill_ms));
   char head[512];
   std::snprintf(head, sizeof head,
-                "Soft MoE: softmax of cosine similarity / %.3g, experts under weight %.3g dropped; "
+                "Soft MoE: softmax of %scosine similarity / %.3g, experts under weight %.3g "
+                "dropped; "
                 "%lld %s items per set. Text sets: texts of up to %lld tokens (fewer where a "
                 "domain's documents are short: see text tokens; mixed: half of each), "
                 "the router embeds the text, every prediction after the first token scored. "
                 "Task sets: the router embeds the prompt, greedy answers scored by exact match.\n",
-                o.e.router.temperature, o.e.router.threshold, static_cast<long long>(o.e.per_set),
+                o.e.router.centre ? "centred " : "", o.e.router.temperature, o.e.router.threshold,
+                static_cast<long long>(o.e.per_set),
                 o.e.split == "test" ? "held-out (test)" : (o.e.split + "-split").c_str(),
                 static_cast<long long>(o.e.text_tokens));
   std::string md = std::string(head) + "\n## Routing\n\n" + serve::routing_table(r).markdown() +
@@ -85,6 +88,8 @@ const cln::cli::Register reg{
       ev->add_option("--threshold", o->e.router.threshold, "drop experts under this weight")
           ->capture_default_str()
           ->check(CLI::Range(0.0, 0.99));
+      ev->add_flag("--centre", o->e.router.centre,
+                   "cosine after subtracting the keys' mean (router.h)");
       ev->add_option("--split", o->e.split,
                      "valid to choose the settings (with the grid), test to judge them")
           ->capture_default_str()

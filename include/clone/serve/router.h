@@ -52,6 +52,11 @@ struct RouterOptions {
   // settings; 0.05 / 0.05, the earlier default, broke subtraction answers: 22% vs 98%).
   double temperature = 0.03;  // softmax over cosine similarity / temperature
   double threshold = 0.1;     // soft: experts under this weight are dropped, the rest renormalised
+  // Cosine after subtracting the mean of the experts' keys from the prompt's embedding and
+  // from every key: mean-pooled hidden states share one large direction, which makes every
+  // raw cosine nearly 1 and the softmax flat; centring compares what tells experts apart.
+  // Still parameter-free (the mean comes from the keys).
+  bool centre = false;
 };
 
 double cosine(std::span<const float> a, std::span<const float> b);
@@ -70,6 +75,8 @@ class Router {
  private:
   std::vector<ExpertKey> keys_;
   RouterOptions o_;
+  std::vector<float> mean_;                  // of the keys (centre)
+  std::vector<std::vector<float>> centred_;  // keys less mean_ (centre)
 };
 
 }  // namespace cln::serve
