@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <numeric>
 
 #include "clone/core/error.h"
 #include "clone/data/corpus.h"
@@ -223,7 +224,8 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
       };
       hit_h += is_right(w1);
       hit_t += is_right(tf_router.weights(tfidf.embed(it.tokens)));
-      for (size_t e : s.right) weight += ws[e];
+      const double total = std::accumulate(ws.begin(), ws.end(), 0.0);
+      for (size_t e : s.right) weight += ws[e] / total;  // a share, however the weights scale
       score(it, s.text, std::vector<double>(names.size(), 0.0), base);
       for (size_t k = 0; k < s.right.size(); ++k) score(it, s.text, one_hot(s.right[k]), single[k]);
       score(it, s.text, ws, soft_a);

@@ -131,7 +131,8 @@ std::vector<double> Router::weights(std::span<const float> e) const {
     if (w[i] < o_.threshold && i != best) w[i] = 0;
     kept += w[i];
   }
-  for (double& x : w) x /= kept;
+  const double norm = o_.scale_to_max ? w[best] : kept;
+  for (double& x : w) x /= norm;
   return w;
 }
 

@@ -40,6 +40,12 @@ TEST(Router, SoftmaxOfCosinesByHand) {
   EXPECT_EQ(Router(keys, o).weights(x), (std::vector<double>{1, 0, 0}));
   o.mixing = Mixing::Uniform;
   EXPECT_EQ(Router(keys, o).weights(x), (std::vector<double>{1 / 3.0, 1 / 3.0, 1 / 3.0}));
+  // Scaled to the largest: the same proportions, the top expert at 1.
+  o.mixing = Mixing::Soft, o.threshold = 0, o.scale_to_max = true;
+  const std::vector<double> m = Router(keys, o).weights(x);
+  EXPECT_NEAR(m[0], 1.0, 1e-12);
+  EXPECT_NEAR(m[1], b / a, 1e-12);
+  EXPECT_NEAR(m[2], c / a, 1e-12);
   // Keys from different embeddings do not mix.
   EXPECT_THROW(Router({{"hidden:4", {1, 0}, 1}, {"tfidf", {1, 0}, 1}}), Error);
 }

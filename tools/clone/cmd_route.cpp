@@ -26,7 +26,8 @@ int eval(Opts& o) {
     fail("--grid-temperature and --grid-threshold go together (the grid is every pair)");
   for (double t : o.grid_temperatures)
     for (double h : o.grid_thresholds)
-      o.e.soft_grid.push_back({serve::Mixing::Soft, t, h, o.e.router.centre});
+      o.e.soft_grid.push_back(
+          {serve::Mixing::Soft, t, h, o.e.router.centre, o.e.router.scale_to_max});
   const serve::RouteEval r = serve::evaluate_router(o.e);
   char cost[512];
   std::snprintf(cost, sizeof cost,
@@ -41,12 +42,13 @@ int eval(Opts& o) {
   char head[512];
   std::snprintf(head, sizeof head,
                 "Soft MoE: softmax of %scosine similarity / %.3g, experts under weight %.3g "
-                "dropped; "
+                "dropped%s; "
                 "%lld %s items per set. Text sets: texts of up to %lld tokens (fewer where a "
                 "domain's documents are short: see text tokens; mixed: half of each), "
                 "the router embeds the text, every prediction after the first token scored. "
                 "Task sets: the router embeds the prompt, greedy answers scored by exact match.\n",
                 o.e.router.centre ? "centred " : "", o.e.router.temperature, o.e.router.threshold,
+                o.e.router.scale_to_max ? ", weights scaled so the largest is 1" : "",
                 static_cast<long long>(o.e.per_set),
                 o.e.split == "test" ? "held-out (test)" : (o.e.split + "-split").c_str(),
                 static_cast<long long>(o.e.text_tokens));
@@ -90,6 +92,8 @@ const cln::cli::Register reg{
           ->check(CLI::Range(0.0, 0.99));
       ev->add_flag("--centre", o->e.router.centre,
                    "cosine after subtracting the keys' mean (router.h)");
+      ev->add_flag("--scale-to-max", o->e.router.scale_to_max,
+                   "soft weights divided by the largest instead of summing to 1 (router.h)");
       ev->add_option("--split", o->e.split,
                      "valid to choose the settings (with the grid), test to judge them")
           ->capture_default_str()

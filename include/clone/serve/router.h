@@ -57,6 +57,10 @@ struct RouterOptions {
   // raw cosine nearly 1 and the softmax flat; centring compares what tells experts apart.
   // Still parameter-free (the mean comes from the keys).
   bool centre = false;
+  // Soft: the weights divided by the largest instead of summing to 1 (the top expert at full
+  // strength, the others in proportion): a text that needs two experts gets both at full
+  // strength rather than each at half.
+  bool scale_to_max = false;
 };
 
 double cosine(std::span<const float> a, std::span<const float> b);
@@ -69,7 +73,7 @@ class Router {
   const RouterOptions& options() const { return o_; }
   const std::string& embedder() const { return keys_.front().embedder; }
   std::vector<double> similarities(std::span<const float> embedding) const;
-  // Weights per expert (in key order), summing to 1.
+  // Weights per expert (in key order), summing to 1 (soft with scale_to_max: the largest 1).
   std::vector<double> weights(std::span<const float> embedding) const;
 
  private:
