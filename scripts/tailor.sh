@@ -23,7 +23,7 @@ CLONE="$BUILD/bin/clone"
 
 # Mean test NLL over domains, as a perplexity (the geometric mean of the domains' ones).
 test_ppl() {
-  "$CLONE" eval domains -m "$1" --data "$DATA" --split test --seq-len 256 --max-tokens 32768 \
+  [ -f "$2" ] || "$CLONE" eval domains -m "$1" --data "$DATA" --split test --seq-len 256 --max-tokens 32768 \
     --threads "$THREADS" --out "$2" > /dev/null
   awk -F, 'NR > 1 { s += log($3); n++ } END { printf "%.3f", exp(s / n) }' "$2"
 }
@@ -44,8 +44,11 @@ for b in $BUDGETS; do
   for board in $BOARDS; do
     dir="$OUT/$board-$b"
     status=0
-    "$CLONE" tailor -m "$BASE" --profile "$board" --latency-budget "$b" --energy-budget "$b" \
-      --data "$DATA" --out "$dir" -t "$THREADS" || status=$?
+    # A finished search (its summary written) is not run again; an interrupted one resumes
+    # from its candidates.jsonl with the same result.
+    [ -f "$dir/summary.md" ] ||
+      "$CLONE" tailor -m "$BASE" --profile "$board" --latency-budget "$b" --energy-budget "$b" \
+        --data "$DATA" --out "$dir" -t "$THREADS" || status=$?
     [ "$status" -eq 0 ] || [ "$status" -eq 3 ] || exit "$status"  # 3: nothing within budget
     for model in "$dir"/best-*.gguf; do
       [ -e "$model" ] || continue
@@ -63,4 +66,74 @@ for b in $BUDGETS; do
     done
   done
 done
-echo "wrote $table"
+
+# Device specificity at the first budget: each board's tailored model (its lowest recovered
+# test perplexity) costed on both boards, each against that board's budgets; the score is the
+# search's (1 / test ppl, penalised by how far over a budget it is).
+b0=${BUDGETS%% *}
+spec="$OUT/specificity.md"
+{
+  echo "Device specificity at budgets of $b0 of the dense model's TPOT and energy on each board:"
+  echo "the search score (1 / recovered test perplexity, times (budget / cost)^2 for a budget"
+  echo "exceeded) of each board's tailored model on each board; (within) = meets both budgets."
+  echo
+  printf "| tailored for \\ run on |"; for on in $BOARDS; do printf " %s |" "$on"; done; echo
+  printf "|---|"; for on in $BOARDS; do printf "%s" "---|"; done; echo
+} > "$spec"
+for for_board in $BOARDS; do
+  best=$(awk -F' [|] ' -v bd="| $for_board" -v b="$b0" '$1 == bd && $2 == b {
+           if (m == "" || $8 + 0 < p) { m = $3; p = $8 + 0 } } END { if (m != "") print m, p }' "$table")
+  [ -n "$best" ] || continue
+  read -r method ppl <<< "$best"
+  model="$OUT/$for_board-$b0/recover-$method/model.gguf"
+  printf "| %s (%s, test ppl %s) |" "$for_board" "$method" "$ppl" >> "$spec"
+  for on in $BOARDS; do
+    cell=$("$CLONE" device cost -m "$model" --profile "$on" --dense "$BASE" \
+             --latency-budget "$b0" --energy-budget "$b0" --ppl "$ppl" |
+           awk -F' *[|] *' 'NR == 3 { printf "%s%s", $9, ($8 == "yes" ? " (within)" : "") }')
+    printf " %s |" "$cell" >> "$spec"
+  done
+  echo >> "$spec"
+done
+
+# Does measured CPU latency rank the candidates as the cost model does? Every method's best
+# of every cell (pruned, before recovery: recovery changes no shape), decode on this machine
+# (`clone bench`, medians of 9 runs of 256 tokens: these models decode a token in 0.1-0.4 ms,
+# so shorter runs rank them by noise) against the cost model's TPOT on each board.
+rank="$OUT/cpu-latency.csv"
+models=$(ls "$OUT"/*/best-*.gguf 2> /dev/null || true)
+if [ -n "$models" ]; then
+  # shellcheck disable=SC2086
+  "$CLONE" bench $(printf -- "-m %s " $models) -p 16 -n 256 -r 1 --decode-reps 9 --no-overhead \
+    -t "$THREADS" -o csv 2> /dev/null | awk -F, 'NR > 3 { print 1000 / $11 }' |
+    paste -d, <(printf "%s\n" $models) - > "$rank.cpu"  # rows in the order of -m
+  echo "model,cpu_ms_per_token,$(echo "$BOARDS" | sed 's/ /_tpot_ms,/g')_tpot_ms" > "$rank"
+  while IFS=, read -r model cpu; do
+    line="$model,$cpu"
+    for on in $BOARDS; do
+      line="$line,$("$CLONE" device cost -m "$model" --profile "$on" | awk -F' *[|] *' 'NR == 3 { print $4 }')"
+    done
+    echo "$line" >> "$rank"
+  done < "$rank.cpu"
+  rm -f "$rank.cpu"
+  # Spearman rank correlation of column 2 (CPU) with each board's column (ties: mean rank).
+  col=3
+  for on in $BOARDS; do
+    rho=$(awk -F, -v c="$col" '
+      function ranks(v, r, n,   i, j, k, t) {
+        for (i = 1; i <= n; i++) idx[i] = i
+        for (i = 2; i <= n; i++) { t = idx[i]; for (j = i - 1; j >= 1 && v[idx[j]] > v[t]; j--) idx[j + 1] = idx[j]; idx[j + 1] = t }
+        for (i = 1; i <= n; i = j) { for (j = i; j <= n && v[idx[j]] == v[idx[i]]; j++); for (k = i; k < j; k++) r[idx[k]] = (i + j - 1) / 2 }
+      }
+      NR > 1 { n++; x[n] = $2 + 0; y[n] = $c + 0 }
+      END {
+        ranks(x, rx, n); ranks(y, ry, n)
+        for (i = 1; i <= n; i++) { mx += rx[i] / n; my += ry[i] / n }
+        for (i = 1; i <= n; i++) { sxy += (rx[i] - mx) * (ry[i] - my); sxx += (rx[i] - mx) ^ 2; syy += (ry[i] - my) ^ 2 }
+        printf "%.3f over %d models", sxy / sqrt(sxx * syy), n
+      }' "$rank")
+    echo "Spearman (CPU decode ms/token on this machine vs $on cost-model TPOT): $rho" | tee -a "$spec"
+    col=$((col + 1))
+  done
+fi
+echo "wrote $table, $spec, $rank"
