@@ -39,6 +39,13 @@ DeviceCost device_cost(const ModelConfig& c, const device::DeviceProfile& p, con
   return {res.ttft_s, res.tpot_s, res.e2e_s, res.energy_j};
 }
 
+Workload with_budget_targets(Workload w, const DeviceCost& dense_top, double latency_budget) {
+  if (w.dvfs.empty() || w.dvfs == "performance") return w;
+  w.tpot_target_s = latency_budget * dense_top.tpot_s;
+  w.ttft_target_s = dense_top.ttft_s;
+  return w;
+}
+
 double search_score(double ppl, const DeviceCost& cost, const Budget& b) {
   if (!(ppl > 0)) fail("search score: perplexity ", ppl, " is not positive");
   double s = 1.0 / ppl;

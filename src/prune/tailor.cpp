@@ -211,10 +211,7 @@ TailorResult tailor(const TailorOptions& o) {
   Workload top = o.workload;
   top.dvfs = "performance";
   const DeviceCost dense_top = device_cost(c, profile, top);
-  if (opt.workload.dvfs != "performance") {
-    opt.workload.tpot_target_s = o.latency_budget * dense_top.tpot_s;
-    opt.workload.ttft_target_s = dense_top.ttft_s;
-  }
+  opt.workload = with_budget_targets(o.workload, dense_top, o.latency_budget);
 
   json run = {{"model", fs::absolute(o.model).string()},
               {"model_bytes", fs::file_size(o.model)},

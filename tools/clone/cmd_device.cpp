@@ -154,9 +154,8 @@ int cost(const Opts& o) {
     // the request to them (TPOT at the budget, TTFT at the dense model's), as in tailoring.
     const prune::DeviceCost d =
         budgets ? prune::device_cost(shape(o.dense), p, top) : prune::DeviceCost{};
-    prune::Workload w = o.workload;
-    if (controlled) w.tpot_target_s = o.latency_budget * d.tpot_s, w.ttft_target_s = d.ttft_s;
-    const prune::DeviceCost c = prune::device_cost(m, p, w);
+    const prune::DeviceCost c =
+        prune::device_cost(m, p, prune::with_budget_targets(o.workload, d, o.latency_budget));
     prune::Budget b;
     std::string within = "", score = "";
     if (budgets) {

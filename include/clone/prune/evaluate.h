@@ -34,6 +34,10 @@ struct DeviceCost {
   double ttft_s = 0, tpot_s = 0, e2e_s = 0, energy_j = 0;
 };
 DeviceCost device_cost(const ModelConfig& c, const device::DeviceProfile& p, const Workload& w);
+// The SLO a controller serves a candidate's request to under the budgets: TPOT at
+// latency_budget x the dense model's top-clock TPOT, TTFT at the dense model's own
+// (w unchanged under the performance governor).
+Workload with_budget_targets(Workload w, const DeviceCost& dense_top, double latency_budget);
 
 struct Budget {
   double latency_s = 0;  // on TPOT (the decode-bound part the search trades)
