@@ -66,11 +66,9 @@ int Batch::open(std::vector<ActiveLora> loras) {
   for (size_t i = 0; i < slots_.size(); ++i) {
     Slot& s = *slots_[i];
     if (s.open) continue;
-    s.loras = std::make_unique<LoraTable>(*model_, loras);
     s.open = true;
     s.n_past = 0;
-    const auto need = static_cast<size_t>(max_rows_ * s.loras->max_rank());
-    if (s_->lora_tmp.size() < need) s_->lora_tmp.resize(need);
+    set_loras(static_cast<int>(i), std::move(loras));
     return static_cast<int>(i);
   }
   return -1;
@@ -80,6 +78,14 @@ void Batch::close(int slot) {
   if (!is_open(slot)) fail("batch: slot ", slot, " is not open");
   slots_[static_cast<size_t>(slot)]->open = false;
   slots_[static_cast<size_t>(slot)]->loras.reset();
+}
+
+void Batch::set_loras(int slot, std::vector<ActiveLora> loras) {
+  if (!is_open(slot)) fail("batch: slot ", slot, " is not open");
+  Slot& s = *slots_[static_cast<size_t>(slot)];
+  s.loras = std::make_unique<LoraTable>(*model_, loras);
+  const auto need = static_cast<size_t>(max_rows_ * s.loras->max_rank());
+  if (s_->lora_tmp.size() < need) s_->lora_tmp.resize(need);
 }
 
 bool Batch::is_open(int slot) const {

@@ -118,6 +118,17 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
   RouterOptions tf_o = top1_o;
   tf_o.centre = false;  // the baseline as it was judged
   const Router tf_router(tf_keys, tf_o);
+  // The segments' router (RouteEvalOptions::segment).
+  if (o.segment_embedder != "hidden" && o.segment_embedder != "tfidf")
+    fail("router evaluation: segment embedder is hidden or tfidf, not ", o.segment_embedder);
+  const bool seg_tfidf = o.segment_embedder == "tfidf";
+  RouterOptions seg_o = soft_o;
+  if (o.segment_temperature > 0) seg_o.temperature = o.segment_temperature;
+  if (seg_tfidf) seg_o.centre = false;
+  const Router seg_router(seg_tfidf ? tf_keys : keys, seg_o);
+  const auto seg_weights = [&](std::span<const int32_t> t) {
+    return seg_tfidf ? seg_router.weights(tfidf.embed(t)) : seg_router.weights(hidden->embed(t));
+  };
 
   // The held-out sets.
   std::vector<Set> sets;
@@ -203,6 +214,37 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
     }
   };
 
+  // Soft MoE per segment (RouteEvalOptions::segment): a text scored in segments, each under
+  // the weights of the context a re-routing server would have embedded at its start.
+  const auto score_segments = [&](const Item& it, Acc& acc) {
+    const auto& t = it.tokens;
+    const auto n = static_cast<int64_t>(t.size());
+    const int64_t V = model->config().n_vocab;
+    ctx.reset();
+    for (int64_t start = 0; start < n; start += o.segment) {
+      const int64_t end = std::min(n, start + o.segment);
+      std::vector<int32_t> window;
+      if (start == 0) {
+        window.assign(t.begin(), t.begin() + end);
+      } else {
+        window.push_back(tok.bos());
+        window.insert(window.end(), t.begin() + std::max<int64_t>(1, start - o.segment_window),
+                      t.begin() + start);
+      }
+      use(seg_weights(window));
+      const auto logits = ctx.eval(
+          std::span(t).subspan(static_cast<size_t>(start), static_cast<size_t>(end - start)), true);
+      for (int64_t j = start; j < end && j + 1 < n; ++j) {
+        const float* l = logits.data() + (j - start) * V;
+        const float mx = *std::max_element(l, l + V);
+        double s = 0;
+        for (int64_t v = 0; v < V; ++v) s += std::exp(static_cast<double>(l[v] - mx));
+        acc.sum += std::log(s) - static_cast<double>(l[t[static_cast<size_t>(j + 1)]] - mx);
+        ++acc.n;
+      }
+    }
+  };
+
   RouteEval r;
   for (const Set& s : sets) {
     RouteSetResult res;
@@ -211,7 +253,7 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
     res.text = s.text;
     res.items = static_cast<int64_t>(s.items.size());
     res.tokens = s.tokens;
-    Acc base, soft_a, top1_a, uni_a;
+    Acc base, soft_a, top1_a, uni_a, seg_a;
     std::vector<Acc> single(s.right.size()), grid_a(grid.size());
     int64_t hit_h = 0, hit_t = 0;
     double weight = 0;
@@ -231,6 +273,7 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
       score(it, s.text, ws, soft_a);
       score(it, s.text, w1, top1_a);
       score(it, s.text, uniform.weights(eh), uni_a);
+      if (s.text && o.segment > 0) score_segments(it, seg_a);
       for (size_t g = 0; g < grid.size(); ++g) score(it, s.text, grid[g].weights(eh), grid_a[g]);
     }
     for (const Acc& a : grid_a) res.grid.push_back(a.value(s.text));
@@ -242,6 +285,7 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
     res.soft = soft_a.value(s.text);
     res.top1 = top1_a.value(s.text);
     res.uniform = uni_a.value(s.text);
+    if (s.text && o.segment > 0) res.segmented = seg_a.value(true);
     res.right_single = single[0].value(s.text);
     for (const Acc& a : single)
       res.right_single = s.text ? std::min(res.right_single, a.value(true))
@@ -249,10 +293,10 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
     if (o.verbose)
       std::fprintf(stderr,
                    "router: %-22s %3lld items | top-1 %5.1f%% (tf-idf %5.1f%%) | right weight "
-                   "%.2f | base %.3f right %.3f soft %.3f top1 %.3f uniform %.3f\n",
+                   "%.2f | base %.3f right %.3f soft %.3f top1 %.3f uniform %.3f segmented %.3f\n",
                    res.set.c_str(), static_cast<long long>(res.items), res.top1_hidden,
                    res.top1_tfidf, res.right_weight, res.base, res.right_single, res.soft, res.top1,
-                   res.uniform);
+                   res.uniform, res.segmented);
     r.sets.push_back(res);
   }
 
@@ -301,12 +345,23 @@ Table routing_table(const RouteEval& e) {
 }
 
 Table quality_table(const RouteEval& e) {
-  Table t(
-      {"held-out set", "measure", "base", "right single expert", "soft MoE", "top-1", "uniform"});
+  const bool seg =
+      std::any_of(e.sets.begin(), e.sets.end(), [](const auto& s) { return s.segmented >= 0; });
+  std::vector<std::string> head = {"held-out set", "measure", "base",   "right single expert",
+                                   "soft MoE",     "top-1",   "uniform"};
+  if (seg) head.emplace_back("soft MoE per segment");
+  Table t(head);
   t.set_precision(2);
-  for (const auto& s : e.sets)
-    t.add({s.set, std::string(s.text ? "perplexity" : "exact match (%)"), s.base, s.right_single,
-           s.soft, s.top1, s.uniform});
+  for (const auto& s : e.sets) {
+    std::vector<Table::Cell> row = {
+        s.set,    std::string(s.text ? "perplexity" : "exact match (%)"),
+        s.base,   s.right_single,
+        s.soft,   s.top1,
+        s.uniform};
+    if (seg)
+      row.push_back(s.segmented >= 0 ? Table::Cell(s.segmented) : Table::Cell(std::string("-")));
+    t.add(row);
+  }
   return t;
 }
 

@@ -56,6 +56,9 @@ Scheduler::Scheduler(
       experts_(std::move(experts)),
       o_(o) {
   if (o_.slots < 1) fail("serve: at least one slot");
+  if (o_.reroute_every < 0 || o_.reroute_window < 1)
+    fail("serve: re-routing every ", o_.reroute_every, " tokens on a window of ", o_.reroute_window,
+         " (every >= 0, window >= 1)");
   if (!keys.empty()) {
     if (keys.size() != experts_.size()) fail("serve: every expert needs a router key");
     router_ = std::make_unique<Router>(keys, o_.router);
@@ -162,6 +165,38 @@ std::vector<std::pair<std::string, double>> Scheduler::route(const GenRequest& r
   return mix;
 }
 
+std::vector<ActiveLora> Scheduler::adapters(
+    const std::vector<std::pair<std::string, double>>& mix) const {
+  std::vector<ActiveLora> loras;
+  for (const auto& [name, w] : mix)
+    for (const auto& e : experts_)
+      if (e.first == name) loras.push_back({e.second, static_cast<float>(w)});
+  return loras;
+}
+
+void Scheduler::reroute(Live& l) {
+  GenResult& res = l.ticket->result_;
+  const auto t0 = Clock::now();
+  std::vector<int32_t> window = {tok_.bos()};
+  const auto& p = l.req.prompt;
+  const auto& g = res.tokens;
+  const auto want = static_cast<size_t>(o_.reroute_window);
+  const size_t from_out = std::min(want, g.size());
+  // Prompt tokens after its BOS, then the output's, the last `want` of them in all.
+  const size_t from_prompt = std::min(want - from_out, p.size() > 0 ? p.size() - 1 : 0);
+  window.insert(window.end(), p.end() - static_cast<std::ptrdiff_t>(from_prompt), p.end());
+  window.insert(window.end(), g.end() - static_cast<std::ptrdiff_t>(from_out), g.end());
+  const std::vector<float> emb = embedder_->embed(window);
+  GenResult::Reroute r{static_cast<int64_t>(g.size()), route(l.req, emb)};
+  batch_->set_loras(l.slot, adapters(r.weights));
+  res.reroutes.push_back(std::move(r));
+  res.route_s += seconds(t0, Clock::now());
+  if (board_)
+    board_->charge_embedding(
+        l.id, embedder_layers_,
+        std::min(static_cast<int64_t>(window.size()), embedder_->max_tokens()));
+}
+
 void Scheduler::admit(std::shared_ptr<Live> l) {
   l->admitted = Clock::now();
   GenResult& res = l->ticket->result_;
@@ -183,11 +218,7 @@ void Scheduler::admit(std::shared_ptr<Live> l) {
     res.predicted_tokens = std::clamp<int64_t>(
         shared ? length_->predict(l->req.prompt, emb) : length_->predict(l->req.prompt), 1,
         std::max<int64_t>(1, budget));
-  std::vector<ActiveLora> loras;
-  for (const auto& [name, w] : res.weights)
-    for (const auto& e : experts_)
-      if (e.first == name) loras.push_back({e.second, static_cast<float>(w)});
-  l->slot = batch_->open(loras);
+  l->slot = batch_->open(adapters(res.weights));
   if (l->slot < 0) fail("serve: no free slot (internal)");
   if (board_) {
     GenRequest& q = l->req;
@@ -300,6 +331,9 @@ void Scheduler::loop() {
           l.next = t;
         }
         l.done = done;
+        if (!done && o_.reroute_every > 0 && l.req.experts.mode == ExpertChoice::Mode::Router &&
+            static_cast<int64_t>(res.tokens.size()) % o_.reroute_every == 0)
+          reroute(l);
       }
     }
     // Requests that finished this pass (marked cancelled above with their own reason).

@@ -467,8 +467,15 @@ void Server::routes() {
       auto extension = [this, c](const GenResult& r) {
         json w = json::object();
         for (const auto& [n, v] : r.weights) w[n] = v;
+        json rr = json::array();
+        for (const auto& x : r.reroutes) {
+          json e = json::object();
+          for (const auto& [n, v] : x.weights) e[n] = v;
+          rr.push_back({{"after_tokens", x.after}, {"experts", e}});
+        }
         return json{
             {"experts", w},
+            {"reroutes", rr},
             {"slo", r.device        ? json(r.device->slo)
                     : c.slo.empty() ? json(nullptr)
                                     : json(c.slo)},

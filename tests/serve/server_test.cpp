@@ -482,6 +482,87 @@ TEST(Server, AutoRoutingUsesTheRoutersWeights) {
   EXPECT_GT(w.value("code", 0.0), 0.5) << w.dump();  // the code key is the nearest
 }
 
+// Re-routing a stream (reroute_every): every 3 tokens the router embeds BOS and the last 8
+// tokens of prompt and output, and from the next token on the slot runs that mixture; the
+// server's tokens and re-routings equal a Context doing the same by hand.
+TEST(Server, ReroutingAStreamEqualsSwitchingExpertsByHand) {
+  const Tokenizer tok = Tokenizer::from_gguf(base()->gguf());
+  auto emb = serve::make_hidden_embedder("hidden:2", base(), 1);
+  const std::vector<std::string> key_prompts = {
+      "He that loveth not knoweth not God; for God is love.",
+      "for (int i = 0; i < n; ++i) sum += a[i];", "And the LORD spake unto Moses, saying"};
+  std::vector<serve::ExpertKey> keys;
+  for (const auto& k : key_prompts) {
+    const auto e = emb->embed(tok.encode(k, true));
+    keys.push_back({emb->name(), std::vector<float>(e.begin(), e.end()), 1});
+  }
+  serve::SchedulerOptions o = opts();
+  o.router.temperature = 0.01;
+  o.reroute_every = 3;
+  o.reroute_window = 8;
+  const std::string prompt = "And God said, int main() {";
+  const int64_t n_new = 11;
+  // By hand.
+  const serve::Router router(keys, o.router);
+  const auto mix_of = [&](std::span<const int32_t> t) {
+    const auto w = router.weights(emb->embed(t));
+    std::vector<ActiveLora> l;
+    for (size_t i = 0; i < w.size(); ++i)
+      if (w[i] > 0) l.push_back({experts()[i].second, static_cast<float>(w[i])});
+    return std::make_pair(l, w);
+  };
+  const std::vector<int32_t> p = tok.encode(prompt, true);
+  Context ctx(base(), {256, 1, 256});
+  ctx.set_loras(mix_of(p).first);
+  std::vector<int32_t> out;
+  std::vector<std::vector<double>> want_w;
+  auto l = ctx.eval(p);
+  while (static_cast<int64_t>(out.size()) < n_new) {
+    const auto t = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+    ASSERT_NE(t, tok.eos());
+    out.push_back(t);
+    if (static_cast<int64_t>(out.size()) == n_new) break;
+    if (out.size() % 3 == 0) {
+      std::vector<int32_t> all(p.begin() + 1, p.end());
+      all.insert(all.end(), out.begin(), out.end());
+      std::vector<int32_t> window = {tok.bos()};
+      window.insert(window.end(), all.end() - 8, all.end());
+      auto [mix, w] = mix_of(window);
+      ctx.set_loras(mix);
+      want_w.push_back(w);
+    }
+    const int32_t one[1] = {t};
+    l = ctx.eval(one);
+  }
+  std::string want;
+  for (int32_t t : out) want += tok.token_to_piece(t);
+
+  Running r(o, {}, keys);
+  json body = completion(prompt, n_new, "auto");
+  body["clone"]["ignore_eos"] = true;
+  auto res = r.post("/v1/completions", body);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json j = json::parse(res->body);
+  EXPECT_EQ(j["choices"][0]["text"].get<std::string>(), want);
+  const json& rr = j["clone"]["reroutes"];
+  ASSERT_EQ(rr.size(), want_w.size());  // after 3, 6 and 9 tokens (not after the last)
+  const char* names[] = {"quotes", "code", "scripture"};
+  bool changed = false;
+  for (size_t k = 0; k < rr.size(); ++k) {
+    EXPECT_EQ(rr[k]["after_tokens"].get<int64_t>(), 3 * static_cast<int64_t>(k + 1));
+    for (size_t i = 0; i < 3; ++i) {
+      const json& e = rr[k]["experts"];
+      EXPECT_NEAR(e.value(names[i], 0.0), want_w[k][i], 1e-9) << k << " " << names[i];
+      changed |=
+          std::fabs(e.value(names[i], 0.0) - j["clone"]["experts"].value(names[i], 0.0)) > 0.05;
+    }
+  }
+  EXPECT_TRUE(changed) << j["clone"].dump();  // the stream was routed somewhere else
+  serve::SchedulerOptions bad = o;
+  bad.reroute_window = 0;
+  EXPECT_THROW(serve::Scheduler(base(), experts(), keys, bad), Error);
+}
+
 TEST(Server, TheLoadGeneratorCountsWhatTheServerServed) {
   Running r(opts(4));
   serve::LoadOptions lo;

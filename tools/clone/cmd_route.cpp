@@ -52,9 +52,16 @@ int eval(Opts& o) {
                 static_cast<long long>(o.e.per_set),
                 o.e.split == "test" ? "held-out (test)" : (o.e.split + "-split").c_str(),
                 static_cast<long long>(o.e.text_tokens));
-  std::string md = std::string(head) + "\n## Routing\n\n" + serve::routing_table(r).markdown() +
-                   "\n## Quality of each way of mixing\n\n" + serve::quality_table(r).markdown() +
-                   "\n" + cost;
+  std::string seg;
+  if (o.e.segment > 0)
+    seg = "Soft MoE per segment: the text scored in segments of " + std::to_string(o.e.segment) +
+          " tokens, the first under the weights of its own embedding, each later one under "
+          "those of the " +
+          std::to_string(o.e.segment_window) + " tokens before it, by the " + o.e.segment_embedder +
+          " embedding (what a server re-routing a stream would use).\n";
+  std::string md = std::string(head) + seg + "\n## Routing\n\n" +
+                   serve::routing_table(r).markdown() + "\n## Quality of each way of mixing\n\n" +
+                   serve::quality_table(r).markdown() + "\n" + cost;
   if (!o.e.soft_grid.empty()) {
     const size_t b = serve::best_grid_setting(r);
     char pick[256];
@@ -106,6 +113,23 @@ const cln::cli::Register reg{
                      "... and each of these thresholds (every pair is scored)")
           ->delimiter(',')
           ->check(CLI::Range(0.0, 0.99));
+      ev->add_option("--segment", o->e.segment,
+                     "also score text sets with soft MoE re-routed every this many tokens on "
+                     "the context before each segment (0: not)")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{0}, int64_t{4096}));
+      ev->add_option("--segment-window", o->e.segment_window,
+                     "tokens of context the router embeds at each segment boundary")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+      ev->add_option("--segment-embedder", o->e.segment_embedder,
+                     "what the segments are routed by: hidden (the experts' keys) or tfidf")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"hidden", "tfidf"}));
+      ev->add_option("--segment-temperature", o->e.segment_temperature,
+                     "softmax temperature of the segments' router (0: --temperature)")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber);
       ev->add_option("--items", o->e.per_set, "held-out items per set")
           ->capture_default_str()
           ->check(CLI::Range(int64_t{1}, int64_t{100000}));

@@ -106,6 +106,15 @@ const cln::cli::Register reg{
       app.add_option("--threshold", o->s.router.threshold, "drop experts under this weight")
           ->capture_default_str()
           ->check(CLI::Range(0.0, 0.99));
+      app.add_option("--reroute-every", o->s.reroute_every,
+                     "re-route a routed stream every this many generated tokens on its recent "
+                     "context (0: once per request, on the prompt)")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber);
+      app.add_option("--reroute-window", o->s.reroute_window,
+                     "tokens of recent context the router embeds when it re-routes")
+          ->capture_default_str()
+          ->check(CLI::PositiveNumber);
       app.add_option("--device", o->s.board.device,
                      "simulate this board (profile name or JSON) under a DVFS controller acting "
                      "at every layer boundary; responses and /metrics carry its time and energy");

@@ -41,6 +41,9 @@ class Batch {
   // A free slot for a new request with these experts (empty: the base model), or -1.
   int open(std::vector<ActiveLora> loras = {});
   void close(int slot);  // frees the slot at once (its cache is forgotten)
+  // Replaces an open slot's experts from its next pass on (its cache is kept: the positions
+  // already run keep what the earlier mixture made of them), e.g. a stream re-routed.
+  void set_loras(int slot, std::vector<ActiveLora> loras);
   bool is_open(int slot) const;
   int64_t n_past(int slot) const;
   int open_slots() const;

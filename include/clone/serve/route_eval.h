@@ -36,6 +36,18 @@ struct RouteEvalOptions {
   std::string split = "test";  // "valid" to choose the router's settings, "test" to judge them
   // Further soft-MoE settings scored on every item beside o.router (a grid to choose from).
   std::vector<RouterOptions> soft_grid;
+  // Soft MoE routed per segment as well (0: not): text sets are also scored in segments of
+  // this many tokens, the first with the weights of its own embedding (as a prompt is
+  // routed), each later one with the weights of the `segment_window` tokens before it (BOS
+  // first), i.e. what a server that re-routes every `segment` tokens of a stream on the
+  // recent context would use. Task answers are shorter than a segment: not scored this way.
+  int64_t segment = 0;
+  int64_t segment_window = 64;
+  // The embedding the segments are routed by: "hidden" (o.embedder, the experts' stored
+  // keys) or "tfidf" (the baseline, keyed by the same training prompts), and its softmax
+  // temperature (0: o.router's).
+  std::string segment_embedder = "hidden";
+  double segment_temperature = 0;
   int threads = 2;
   bool verbose = true;
 };
@@ -50,6 +62,7 @@ struct RouteSetResult {
   double right_weight = 0;                 // mean soft weight on the right experts
   // quality per way of running: base, right (the best right single expert), soft, top1, uniform
   double base = 0, right_single = 0, soft = 0, top1 = 0, uniform = 0;
+  double segmented = -1;     // soft MoE per segment (RouteEvalOptions::segment; -1: not scored)
   std::vector<double> grid;  // soft MoE quality under each of RouteEvalOptions::soft_grid
 };
 

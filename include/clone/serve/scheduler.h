@@ -72,7 +72,14 @@ struct GenEvent {
 struct GenResult {
   std::vector<int32_t> tokens;
   StopReason stop = StopReason::Limit;
-  std::vector<std::pair<std::string, double>> weights;                 // the mixture used
+  std::vector<std::pair<std::string, double>> weights;  // the prompt's mixture
+  // Re-routings of the stream (SchedulerOptions::reroute_every): after how many generated
+  // tokens, and the mixture from then on.
+  struct Reroute {
+    int64_t after = 0;
+    std::vector<std::pair<std::string, double>> weights;
+  };
+  std::vector<Reroute> reroutes;
   double queue_s = 0, route_s = 0, ttft_s = 0, tpot_s = 0, e2e_s = 0;  // wall clock
   int64_t prompt_tokens = 0;
   std::optional<DeviceOutcome> device;  // with a simulated board
@@ -105,6 +112,11 @@ struct SchedulerOptions {
   size_t max_queue = 64;   // waiting requests beyond the slots
   int threads = 0;
   RouterOptions router;
+  // Routed requests re-routed every this many generated tokens (0: once, on the prompt, as
+  // the paper): the router embeds BOS and the last reroute_window tokens of prompt and output
+  // and the slot's experts change from the next token on (route eval --segment measures it).
+  int64_t reroute_every = 0;
+  int64_t reroute_window = 32;
   // A simulated board under a DVFS controller acting at every layer boundary of every pass
   // (dvfs/batch_cosim.h): device, controller, policy_path, corunner, corunner_seed are
   // used; empty device: none.
@@ -147,6 +159,9 @@ class Scheduler {
   // The mixture for r; `embedding` is the prompt's (used when the router chooses).
   std::vector<std::pair<std::string, double>> route(const GenRequest& r,
                                                     std::span<const float> embedding);
+  std::vector<ActiveLora> adapters(const std::vector<std::pair<std::string, double>>& mix) const;
+  // Routes l's stream again on its recent context (reroute_every).
+  void reroute(Live& l);
 
   std::shared_ptr<const Model> model_;
   Tokenizer tok_;
