@@ -64,6 +64,14 @@ struct Acc {
   }
 };
 
+// The negative log-likelihood of `target` under one row of logits.
+double nll(const float* l, int64_t n_vocab, int32_t target) {
+  const float mx = *std::max_element(l, l + n_vocab);
+  double s = 0;
+  for (int64_t v = 0; v < n_vocab; ++v) s += std::exp(static_cast<double>(l[v] - mx));
+  return std::log(s) - static_cast<double>(l[target] - mx);
+}
+
 // The text length for a set of `sources` from their documents' lengths (choose_text_length).
 int64_t text_length(const RouteEvalOptions& o, const std::vector<std::string>& sources,
                     const Tokenizer& tok) {
@@ -197,11 +205,7 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
       const auto logits = ctx.eval(it.tokens, true);
       const int64_t V = model->config().n_vocab;
       for (size_t j = 0; j + 1 < it.tokens.size(); ++j) {
-        const float* l = logits.data() + static_cast<int64_t>(j) * V;
-        const float mx = *std::max_element(l, l + V);
-        double s = 0;
-        for (int64_t v = 0; v < V; ++v) s += std::exp(static_cast<double>(l[v] - mx));
-        acc.sum += std::log(s) - static_cast<double>(l[it.tokens[j + 1]] - mx);
+        acc.sum += nll(logits.data() + static_cast<int64_t>(j) * V, V, it.tokens[j + 1]);
         ++acc.n;
       }
     } else {
@@ -235,11 +239,7 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
       const auto logits = ctx.eval(
           std::span(t).subspan(static_cast<size_t>(start), static_cast<size_t>(end - start)), true);
       for (int64_t j = start; j < end && j + 1 < n; ++j) {
-        const float* l = logits.data() + (j - start) * V;
-        const float mx = *std::max_element(l, l + V);
-        double s = 0;
-        for (int64_t v = 0; v < V; ++v) s += std::exp(static_cast<double>(l[v] - mx));
-        acc.sum += std::log(s) - static_cast<double>(l[t[static_cast<size_t>(j + 1)]] - mx);
+        acc.sum += nll(logits.data() + (j - start) * V, V, t[static_cast<size_t>(j + 1)]);
         ++acc.n;
       }
     }

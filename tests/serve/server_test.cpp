@@ -71,6 +71,19 @@ std::string alone(const std::string& prompt, int64_t max_new,
   return s;
 }
 
+// Keys for the quotes, code and scripture experts made from one prompt each, so a prompt
+// equal to one of them routes to it.
+std::vector<serve::ExpertKey> one_prompt_keys(const Tokenizer& tok, serve::Embedder& emb) {
+  std::vector<serve::ExpertKey> keys;
+  for (const char* k :
+       {"He that loveth not knoweth not God; for God is love.",
+        "for (int i = 0; i < n; ++i) sum += a[i];", "And the LORD spake unto Moses, saying"}) {
+    const auto e = emb.embed(tok.encode(k, true));
+    keys.push_back({emb.name(), std::vector<float>(e.begin(), e.end()), 1});
+  }
+  return keys;
+}
+
 // A scheduler and a server on a free port, serving on a thread until the end of the test.
 struct Running {
   serve::Scheduler sched;
@@ -452,17 +465,9 @@ TEST(Server, MetricsCountWhatWasServed) {
 }
 
 TEST(Server, AutoRoutingUsesTheRoutersWeights) {
-  // Keys made here from one prompt each, so a prompt equal to one of them routes to it.
   const Tokenizer tok = Tokenizer::from_gguf(base()->gguf());
   auto emb = serve::make_hidden_embedder("hidden:2", base(), 1);
-  const std::vector<std::string> key_prompts = {
-      "He that loveth not knoweth not God; for God is love.",
-      "for (int i = 0; i < n; ++i) sum += a[i];", "And the LORD spake unto Moses, saying"};
-  std::vector<serve::ExpertKey> keys;
-  for (size_t i = 0; i < 3; ++i) {
-    const auto e = emb->embed(tok.encode(key_prompts[i], true));
-    keys.push_back({emb->name(), std::vector<float>(e.begin(), e.end()), 1});
-  }
+  const std::vector<serve::ExpertKey> keys = one_prompt_keys(tok, *emb);
   serve::SchedulerOptions o = opts();
   Running r(o, {}, keys);
   const serve::Router router(keys, o.router);
@@ -488,14 +493,7 @@ TEST(Server, AutoRoutingUsesTheRoutersWeights) {
 TEST(Server, ReroutingAStreamEqualsSwitchingExpertsByHand) {
   const Tokenizer tok = Tokenizer::from_gguf(base()->gguf());
   auto emb = serve::make_hidden_embedder("hidden:2", base(), 1);
-  const std::vector<std::string> key_prompts = {
-      "He that loveth not knoweth not God; for God is love.",
-      "for (int i = 0; i < n; ++i) sum += a[i];", "And the LORD spake unto Moses, saying"};
-  std::vector<serve::ExpertKey> keys;
-  for (const auto& k : key_prompts) {
-    const auto e = emb->embed(tok.encode(k, true));
-    keys.push_back({emb->name(), std::vector<float>(e.begin(), e.end()), 1});
-  }
+  const std::vector<serve::ExpertKey> keys = one_prompt_keys(tok, *emb);
   serve::SchedulerOptions o = opts();
   o.router.temperature = 0.01;
   o.reroute_every = 3;
