@@ -232,6 +232,16 @@ TEST_F(Cli, PruneWritesAModelThatRunsAndRefusesBadRequests) {
   ASSERT_EQ(run("prune -m " + model + " -o " + pruned + " --plan " + plan), 0) << err_;
   EXPECT_NE(out_.find("by plan"), std::string::npos) << out_;
 
+  // FLAP-style global ranking: per-layer ratios from one share of the weights.
+  ASSERT_EQ(run("prune -m " + model + " -o " + pruned + " --method magnitude --global 0.3"), 0)
+      << err_;
+  EXPECT_NE(out_.find("by magnitude, global ranking, 0.3"), std::string::npos) << out_;
+  ASSERT_EQ(run("run -m " + pruned + " -p 'the quick brown fox' -t 1 --temp 0 -n 3"), 0) << err_;
+  EXPECT_NE(run("prune -m " + model + " -o " + pruned + " --global 0.3 --ratio 0.2"), 0);
+  EXPECT_NE(err_.find("give one of --ratio"), std::string::npos) << err_;
+  EXPECT_NE(run("prune -m " + model + " -o " + pruned + " --method block --global 0.3"), 0);
+  EXPECT_NE(err_.find("--global ranks heads"), std::string::npos) << err_;
+
   EXPECT_NE(run("prune -m " + model + " -o " + pruned), 0);
   EXPECT_NE(err_.find("give one of --ratio"), std::string::npos) << err_;
   EXPECT_NE(run("prune -m " + model + " -o " + pruned + " --method block --ratio 0.5"), 0);

@@ -17,7 +17,7 @@ namespace {
 
 struct Opts {
   std::string model, out, method = "magnitude", ratios_file, plan_file, plan_out, data = "out/data";
-  double ratio = -1, attn_ratio = -1, ffn_ratio = -1;
+  double ratio = -1, attn_ratio = -1, ffn_ratio = -1, global = -1;
   int remove_halves = -1;
   int64_t calib_seqs = 32, calib_len = 128;
   uint64_t seed = 1;
@@ -56,13 +56,13 @@ int run(const Opts& o) {
         fail(o.ratios_file, ": not JSON: ", e.what());
       }
       r = {per_layer(j, "attn", c.n_layer()), per_layer(j, "ffn", c.n_layer())};
-    } else if (o.remove_halves < 0) {
+    } else if (o.remove_halves < 0 && o.global < 0) {
       const double base = o.ratio >= 0 ? o.ratio : 0.0;
       r = prune::Ratios::uniform(c.n_layer(), base);
       if (o.attn_ratio >= 0) r.attn.assign(r.attn.size(), o.attn_ratio);
       if (o.ffn_ratio >= 0) r.ffn.assign(r.ffn.size(), o.ffn_ratio);
     }
-    r.validate(c);  // before any long calibration pass
+    if (o.remove_halves < 0 && o.global < 0) r.validate(c);  // before any long calibration pass
     train::LlamaModel model = train::LlamaModel::from_gguf(*f);
     prune::Calibration cal;
     if (m != prune::Method::Magnitude && m != prune::Method::Random) {
@@ -72,9 +72,15 @@ int run(const Opts& o) {
     }
     const prune::Scores s = prune::score(m, model, cal, o.seed);
     if (o.remove_halves >= 0) r = prune::remove_halves(c, s, o.remove_halves);
+    if (o.global >= 0) r = prune::global_ratios(c, s, o.global);
     plan = prune::plan_from_ratios(c, s, r);
-    how =
-        o.method + (o.remove_halves >= 0 ? ", " + std::to_string(o.remove_halves) + " halves" : "");
+    how = o.method;
+    if (o.remove_halves >= 0) how += ", " + std::to_string(o.remove_halves) + " halves";
+    if (o.global >= 0) {
+      char share[32];
+      std::snprintf(share, sizeof share, "%g", o.global);
+      how += ", global ranking, " + std::string(share) + " of the weights";
+    }
   }
   prune::write_pruned(*f, plan, o.out, {{"clone.pruning.method", how}});
   if (!o.plan_out.empty()) cli::write_text_file(o.plan_out, plan.to_json() + "\n");
@@ -110,6 +116,11 @@ const cln::cli::Register reg{
       app.add_option("--remove-halves", o->remove_halves,
                      "with --method block: remove this many layer halves (ShortGPT)")
           ->check(CLI::NonNegativeNumber);
+      app.add_option("--global", o->global,
+                     "FLAP-style: rank every head and channel by its score standardised within "
+                     "its layer and kind, remove the lowest until this share of the prunable "
+                     "weights is gone (per-layer ratios follow)")
+          ->check(CLI::Range(0.0, 1.0));
       app.add_option("--plan", o->plan_file, "an explicit plan (JSON, as --plan-out writes)")
           ->check(CLI::ExistingFile);
       app.add_option("--plan-out", o->plan_out, "write the plan used");
@@ -123,11 +134,14 @@ const cln::cli::Register reg{
       app.add_option("-t,--threads", o->threads, "threads")->capture_default_str();
       return [o] {
         const int given = (o->ratio >= 0 || o->attn_ratio >= 0 || o->ffn_ratio >= 0) +
-                          !o->ratios_file.empty() + (o->remove_halves >= 0) + !o->plan_file.empty();
+                          !o->ratios_file.empty() + (o->remove_halves >= 0) +
+                          !o->plan_file.empty() + (o->global >= 0);
         if (given != 1)
           cln::fail(
-              "give one of --ratio/--attn-ratio/--ffn-ratio, --ratios, --remove-halves or "
-              "--plan");
+              "give one of --ratio/--attn-ratio/--ffn-ratio, --ratios, --remove-halves, "
+              "--global or --plan");
+        if (o->global >= 0 && o->method == "block")
+          cln::fail("--global ranks heads and channels; --method block scores layer halves");
         if ((o->remove_halves >= 0) != (o->method == "block") && o->plan_file.empty())
           cln::fail(o->remove_halves >= 0
                         ? "--remove-halves needs --method block"
