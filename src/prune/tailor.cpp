@@ -241,7 +241,8 @@ TailorResult tailor(const TailorOptions& o) {
   const int levels = o.nao.levels;
   std::set<Seq> seen;
   const auto t0 = std::chrono::steady_clock::now();
-  const int planned = 6 + 4 + 3 + (o.puzzle ? 1 : 0) + o.random_samples + o.rounds * o.per_round;
+  const int planned = (o.baselines ? 6 + 4 + 3 : 0) + (o.puzzle ? 1 : 0) + o.random_samples +
+                      o.rounds * o.per_round;
   const auto add = [&](const std::string& source, const Ratios& r) {
     const Candidate k = ev.candidate(source, r, budget);
     res.candidates.push_back(k);
@@ -268,14 +269,16 @@ TailorResult tailor(const TailorOptions& o) {
 
   // 2. The samples: every baseline at several settings, then random vectors.
   std::vector<std::pair<std::string, Ratios>> samples;
-  for (double r : {0.1, 0.2, 0.3, 0.4, 0.5, 0.6})
-    samples.emplace_back("uniform " + std::to_string(r).substr(0, 3),
-                         Ratios::uniform(c.n_layer(), r));
-  const int halves = static_cast<int>(2 * c.n_layer());
-  for (int n : {halves / 8, halves / 4, 3 * halves / 8, halves / 2})
-    samples.emplace_back("shortgpt " + std::to_string(n), remove_halves(c, block, n));
-  for (double fr : {0.2, 0.35, 0.5})
-    samples.emplace_back("flap " + std::to_string(fr).substr(0, 4), global_ratios(c, units, fr));
+  if (o.baselines) {
+    for (double r : {0.1, 0.2, 0.3, 0.4, 0.5, 0.6})
+      samples.emplace_back("uniform " + std::to_string(r).substr(0, 3),
+                           Ratios::uniform(c.n_layer(), r));
+    const int halves = static_cast<int>(2 * c.n_layer());
+    for (int n : {halves / 8, halves / 4, 3 * halves / 8, halves / 2})
+      samples.emplace_back("shortgpt " + std::to_string(n), remove_halves(c, block, n));
+    for (double fr : {0.2, 0.35, 0.5})
+      samples.emplace_back("flap " + std::to_string(fr).substr(0, 4), global_ratios(c, units, fr));
+  }
   if (o.puzzle) {
     LibraryOptions lo;
     lo.tmp_dir = o.out_dir;
@@ -453,9 +456,11 @@ void write_report(const TailorOptions& o, const TailorResult& r) {
       std::snprintf(b, sizeof b, "| %s | %zu | none | | | |\n", name.c_str(), ks.size());
     md << b;
   }
-  md << "\nSearch rounds (rank correlation of the search model's predicted score with the real "
-        "one, on its own proposals before they were evaluated):\n\n| round | proposals | "
-        "Spearman | best score so far |\n|---|---|---|---|\n";
+  if (!r.rounds.empty()) {
+    md << "\nSearch rounds (rank correlation of the search model's predicted score with the "
+          "real one, on its own proposals before they were evaluated):\n\n| round | proposals | "
+          "Spearman | best score so far |\n|---|---|---|---|\n";
+  }
   for (const RoundStats& s : r.rounds) {
     std::snprintf(b, sizeof b, "| %d | %d | %.3f | %.5f |\n", s.round, s.proposed, s.spearman,
                   s.best_score);
@@ -470,13 +475,15 @@ void write_report(const TailorOptions& o, const TailorResult& r) {
   lp.series = {{(dir / "ratios.csv").string(), 1, 2, "attention heads", "linespoints lw 2"},
                {(dir / "ratios.csv").string(), 1, 3, "FFN channels", "linespoints lw 2"}};
   plot::line_plot(lp);
-  plot::LinePlot sp;
-  sp.figure = {(dir / "search.png").string(), 700, 400};
-  sp.title = "clone tailor: best score after each search round";
-  sp.xlabel = "round";
-  sp.ylabel = "score";
-  sp.series = {{(dir / "rounds.csv").string(), 1, 4, "best score", "linespoints lw 2"}};
-  plot::line_plot(sp);
+  if (!r.rounds.empty()) {  // no search rounds (--puzzle-only): nothing to plot
+    plot::LinePlot sp;
+    sp.figure = {(dir / "search.png").string(), 700, 400};
+    sp.title = "clone tailor: best score after each search round";
+    sp.xlabel = "round";
+    sp.ylabel = "score";
+    sp.series = {{(dir / "rounds.csv").string(), 1, 4, "best score", "linespoints lw 2"}};
+    plot::line_plot(sp);
+  }
   for (const auto& [axis, col, budget, label] :
        {std::tuple{"tpot", 1, 1e3 * r.latency_budget_s, "simulated TPOT (ms)"},
         std::tuple{"energy", 2, r.energy_budget_j, "simulated request energy (J)"}}) {

@@ -74,6 +74,22 @@ TEST(Tailor, SearchesResumesAndWritesTheBestModel) {
   EXPECT_EQ(again.candidates.size(), r.candidates.size());
   EXPECT_NE(lines.back().find(" 0 evaluations run"), std::string::npos) << lines.back();
 
+  // The Puzzle baseline alone (`clone tailor --puzzle-only`): one candidate, the same pick
+  // as among the full run's samples.
+  TailorOptions alone = o;
+  alone.out_dir = dir + "/puzzle";
+  alone.baselines = false, alone.random_samples = 0, alone.rounds = 0;
+  const TailorResult pz = tailor(alone);
+  write_report(alone, pz);
+  ASSERT_EQ(pz.candidates.size(), 1u);
+  EXPECT_EQ(pz.candidates[0].source.rfind("puzzle", 0), 0u) << pz.candidates[0].source;
+  for (const Candidate& k : r.candidates) {
+    if (k.source.rfind("puzzle", 0) == 0) {
+      EXPECT_EQ(k.key, pz.candidates[0].key);
+    }
+  }
+  EXPECT_TRUE(fs::exists(alone.out_dir + "/model.gguf"));
+
   // Another run's cache is refused.
   TailorOptions other = o;
   other.profile = "orin-nano-8gb";

@@ -16,6 +16,7 @@ namespace {
 struct Opts {
   cln::prune::TailorOptions t;
   std::string units = "taylor", workload = "chat";
+  bool puzzle_only = false;
 };
 
 const cln::cli::Register reg{
@@ -61,8 +62,12 @@ const cln::cli::Register reg{
       app.add_option("--random-samples", o->t.random_samples,
                      "random ratio vectors among the samples")
           ->capture_default_str();
-      app.add_flag("!--no-puzzle", o->t.puzzle,
-                   "leave the Puzzle-style optimiser out of the samples");
+      auto* no_puzzle = app.add_flag("!--no-puzzle", o->t.puzzle,
+                                     "leave the Puzzle-style optimiser out of the samples");
+      app.add_flag("--puzzle-only", o->puzzle_only,
+                   "the Puzzle baseline alone: its variant library and exact optimiser, no "
+                   "other samples and no search rounds")
+          ->excludes(no_puzzle);
       app.add_option("--val-windows", o->t.val.windows, "validation windows per domain")
           ->capture_default_str();
       app.add_option("--val-len", o->t.val.seq_len, "validation window length")
@@ -75,6 +80,7 @@ const cln::cli::Register reg{
       app.add_option("-t,--threads", o->t.threads, "threads")->capture_default_str();
       return [o] {
         o->t.units = cln::prune::method_from_name(o->units);
+        if (o->puzzle_only) o->t.baselines = false, o->t.random_samples = 0, o->t.rounds = 0;
         o->t.workload.name = o->workload;
         if (o->workload == "chat") o->t.workload.prompt = 128, o->t.workload.output = 242;
         o->t.log = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };

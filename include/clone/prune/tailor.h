@@ -41,6 +41,7 @@ struct TailorOptions {
   Validation val;  // data_dir is filled from data_dir
   int random_samples = 16;
   int rounds = 4, per_round = 8;
+  bool baselines = true;      // uniform, ShortGPT and FLAP-style ratios among the samples
   bool puzzle = true;         // the Puzzle-style optimiser among the samples
   bool family_models = true;  // also write <out>/best-<method>.gguf per method family
   NaoOptions nao;
