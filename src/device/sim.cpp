@@ -1,5 +1,7 @@
 #include "clone/device/sim.h"
 
+#include <algorithm>
+
 #include "clone/core/error.h"
 
 namespace cln::device {
@@ -15,6 +17,15 @@ void SimDevice::set_level(int i) {
   ++switches_;
   now_ += model_->switch_time_s();
   energy_ += model_->switch_energy_j() + model_->switch_time_s() * model_->board_idle_w();
+}
+
+void SimDevice::set_model(std::shared_ptr<const CostModel> m, double switch_s, double switch_j) {
+  if (!m) fail("sim: no cost model to switch to");
+  if (m == model_) return;
+  model_ = std::move(m);
+  level_ = std::min(level_, model_->max_level());
+  now_ += switch_s;
+  energy_ += switch_j + switch_s * model_->board_idle_w();
 }
 
 void SimDevice::on_layer(const LayerEvent& ev) {

@@ -179,6 +179,32 @@ class Schedutil : public Policy {
   int level_;
 };
 
+}  // namespace
+
+SingleClock predict_single_clock(const CostModel& m, int level, const RequestInfo& r,
+                                 double corunner, int64_t n_batch) {
+  const int nl = m.n_layer();
+  const int64_t n_out = std::max<int64_t>(r.predicted_output, 1);
+  const int64_t mid = r.prompt + n_out / 2;
+  SingleClock p;
+  p.ttft_s = r.start_s - r.arrival_s;
+  double e_pre = 0, e_tok = 0;
+  for (int64_t pos = 0; pos < r.prompt; pos += n_batch)
+    for (int l = 0; l <= nl; ++l) {
+      const auto c = m.cost(m.work(l, Phase::Prefill, pos, std::min(n_batch, r.prompt - pos)),
+                            level, corunner);
+      p.ttft_s += c.time_s, e_pre += c.energy_j;
+    }
+  for (int l = 0; l <= nl; ++l) {
+    const auto c = m.cost(m.work(l, Phase::Decode, mid, 1), level, corunner);
+    p.tpot_s += c.time_s, e_tok += c.energy_j;
+  }
+  p.energy_j = e_pre + static_cast<double>(n_out - 1) * e_tok;
+  return p;
+}
+
+namespace {
+
 class StaticPerRequest : public Policy {
  public:
   StaticPerRequest(std::shared_ptr<const CostModel> m, int64_t n_batch)
@@ -188,30 +214,12 @@ class StaticPerRequest : public Policy {
   // such clock: below the energy-optimal clock a slower run costs more static energy).
   void begin(const RequestInfo& r, const device::SimDevice* sim) override {
     // The co-runner's load now is observable (a load average); its future is not.
-    double s = sim ? sim->corunner_intensity() : 0;
-    int nl = m_->n_layer();
+    const double s = sim ? sim->corunner_intensity() : 0;
     level_ = m_->max_level();
-    const int64_t n_out = std::max<int64_t>(r.predicted_output, 1);
-    int64_t mid = r.prompt + n_out / 2;
-    double queued = r.start_s - r.arrival_s;
     double best = std::numeric_limits<double>::infinity();
     for (int k = 0; k <= m_->max_level(); ++k) {
-      double ttft = queued, tpot = 0, e_pre = 0, e_tok = 0;
-      for (int64_t pos = 0; pos < r.prompt; pos += n_batch_)
-        for (int l = 0; l <= nl; ++l) {
-          const auto c =
-              m_->cost(m_->work(l, Phase::Prefill, pos, std::min(n_batch_, r.prompt - pos)), k, s);
-          ttft += c.time_s, e_pre += c.energy_j;
-        }
-      for (int l = 0; l <= nl; ++l) {
-        const auto c = m_->cost(m_->work(l, Phase::Decode, mid, 1), k, s);
-        tpot += c.time_s, e_tok += c.energy_j;
-      }
-      const double energy = e_pre + static_cast<double>(n_out - 1) * e_tok;
-      if (ttft <= r.ttft_target_s && tpot <= r.tpot_target_s && energy < best) {
-        best = energy;
-        level_ = k;
-      }
+      const SingleClock p = predict_single_clock(*m_, k, r, s, n_batch_);
+      if (p.meets(r) && p.energy_j < best) best = p.energy_j, level_ = k;
     }
   }
   int decide(const State&) override { return level_; }

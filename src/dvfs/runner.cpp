@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "clone/core/error.h"
@@ -166,20 +167,29 @@ bool feasible_at_top(const device::SimDevice& dev, const workload::Request& r, d
   return ok;
 }
 
-std::vector<RequestResult> run_workload(device::SimDevice& dev, Policy& pol,
-                                        const std::vector<workload::Request>& reqs,
-                                        const LengthPredictor& pred, const RunOptions& opt) {
+namespace {
+
+// Serves every request in turn: arrival (closed or open loop), the co-runner's phase, the
+// LoRA expert set, then `pick` chooses the request's controller (and may switch the
+// device's setting, returning what that cost) and the request runs on the device.
+template <class Pick>
+std::vector<RequestResult> serve_all(device::SimDevice& dev,
+                                     const std::vector<workload::Request>& reqs,
+                                     const LengthPredictor& pred, const RunOptions& opt,
+                                     Pick pick) {
   std::vector<RequestResult> out;
   out.reserve(reqs.size());
   double nominal = dev.now_s();  // controller-independent schedule for the co-runner's phase
-  int32_t loaded = -1;           // LoRA expert set in memory
+  // ...in the setting the device starts in, whichever a controller then chooses.
+  const std::shared_ptr<const device::CostModel> nominal_model = dev.model_ptr();
+  int32_t loaded = -1;  // LoRA expert set in memory
   for (const auto& r : reqs) {
     double arrival = opt.closed_loop ? dev.now_s() + r.think_s : r.arrival_s;
     dev.idle_until(arrival);
     if (opt.closed_loop) {
       nominal += r.think_s;
       dev.anchor_corunner(nominal);
-      Estimates e = estimate(dev.model(), r.prompt, r.output, opt.n_batch);
+      Estimates e = estimate(*nominal_model, r.prompt, r.output, opt.n_batch);
       nominal += e.prefill_s + e.decode_token_s * static_cast<double>(r.output - 1);
     }
     // Switching LoRA experts between requests: read the new set from storage into DRAM, or
@@ -191,9 +201,12 @@ std::vector<RequestResult> run_workload(device::SimDevice& dev, Policy& pol,
       dev.charge(dev.model().expert_swap_s(), swap_j);
       loaded = r.expert_set;
     }
-    bool feas = feasible_at_top(dev, r, arrival, opt.n_batch);
+    const int64_t predicted = pred.predict(r);
+    bool feas = true;
+    double pick_j = 0;
+    Policy& pol = pick(r, arrival, predicted, feas, pick_j);
     std::vector<TimelinePoint>* tl = r.id == opt.timeline_request ? opt.timeline : nullptr;
-    RequestDriver drv(dev, pol, r, arrival, pred.predict(r), opt.n_batch, tl, opt.planning);
+    RequestDriver drv(dev, pol, r, arrival, predicted, opt.n_batch, tl, opt.planning);
     device::for_each_request_event(dev.model().n_layer(), r.prompt, r.output, opt.n_batch,
                                    [&](const LayerEvent& ev) {
                                      drv.on_event(ev);
@@ -201,10 +214,94 @@ std::vector<RequestResult> run_workload(device::SimDevice& dev, Policy& pol,
                                    });
     RequestResult res = drv.finish();
     res.feasible = feas;
-    res.energy_j += swap_j;
+    res.energy_j += swap_j + pick_j;
     out.push_back(res);
   }
   return out;
+}
+
+RequestInfo info_for(const workload::Request& r, double arrival_s, double start_s,
+                     int64_t predicted) {
+  RequestInfo i;
+  i.prompt = r.prompt;
+  i.predicted_output = std::max<int64_t>(1, predicted);
+  i.true_output = r.output;
+  i.ttft_target_s = r.ttft_target_s;
+  i.tpot_target_s = r.tpot_target_s;
+  i.arrival_s = arrival_s;
+  i.start_s = start_s;
+  return i;
+}
+
+}  // namespace
+
+std::vector<RequestResult> run_workload(device::SimDevice& dev, Policy& pol,
+                                        const std::vector<workload::Request>& reqs,
+                                        const LengthPredictor& pred, const RunOptions& opt) {
+  return serve_all(
+      dev, reqs, pred, opt,
+      [&](const workload::Request& r, double arrival, int64_t, bool& feas, double&) -> Policy& {
+        feas = feasible_at_top(dev, r, arrival, opt.n_batch);
+        return pol;
+      });
+}
+
+std::vector<RequestResult> run_workload_settings(device::SimDevice& dev,
+                                                 const std::string& controller, const Settings& st,
+                                                 const std::vector<workload::Request>& reqs,
+                                                 const LengthPredictor& pred, const RunOptions& opt,
+                                                 const PolicyOptions& popt) {
+  if (st.models.empty()) fail("settings: none to choose between");
+  if (opt.planning) fail("settings: a perturbed board (--perturb) is not supported with --modes");
+  std::vector<std::unique_ptr<Policy>> pols;
+  for (const auto& m : st.models) pols.push_back(make_policy(controller, m, popt));
+  const auto switched = [&](device::SimDevice& d, int i) {
+    const double e0 = d.energy_j();
+    d.set_model(st.models[static_cast<size_t>(i)], st.switch_s, 0);
+    return d.energy_j() - e0;
+  };
+  return serve_all(dev, reqs, pred, opt,
+                   [&](const workload::Request& r, double arrival, int64_t predicted, bool& feas,
+                       double& pick_j) -> Policy& {
+                     // Feasible: the fastest setting's top clock, from here, meets the SLO.
+                     {
+                       const int f = fastest_setting(
+                           st, info_for(r, arrival, dev.now_s(), r.output), opt.n_batch);
+                       device::SimDevice d = dev;
+                       switched(d, f);
+                       feas = feasible_at_top(d, r, arrival, opt.n_batch);
+                     }
+                     const RequestInfo info = info_for(r, arrival, dev.now_s(), predicted);
+                     int chosen;
+                     if (controller == "performance") {
+                       chosen = fastest_setting(st, info, opt.n_batch);
+                     } else if (controller == "oracle") {
+                       // The oracle's own plan in every setting, replayed from this state; the
+                       // cheapest that meets the SLO, else the fastest.
+                       chosen = -1;
+                       double best = std::numeric_limits<double>::infinity();
+                       for (size_t i = 0; i < st.models.size(); ++i) {
+                         device::SimDevice d = dev;
+                         const double e0 = d.energy_j();
+                         switched(d, static_cast<int>(i));
+                         auto trial = make_policy("oracle", st.models[i], popt);
+                         RequestDriver drv(d, *trial, r, arrival, predicted, opt.n_batch);
+                         device::for_each_request_event(d.model().n_layer(), r.prompt, r.output,
+                                                        opt.n_batch, [&](const LayerEvent& ev) {
+                                                          drv.on_event(ev);
+                                                          return true;
+                                                        });
+                         const RequestResult res = drv.finish();
+                         const double e = d.energy_j() - e0;
+                         if (res.met && e < best) best = e, chosen = static_cast<int>(i);
+                       }
+                       if (chosen < 0) chosen = fastest_setting(st, info, opt.n_batch);
+                     } else {
+                       chosen = cheapest_setting(st, info, dev.corunner_intensity(), opt.n_batch);
+                     }
+                     pick_j = switched(dev, chosen);
+                     return *pols[static_cast<size_t>(chosen)];
+                   });
 }
 
 Summary summarize(const std::string& controller, const std::string& corunner,
@@ -249,6 +346,11 @@ Summary summarize(const std::string& controller, const std::string& corunner,
 SweepResult sweep(std::shared_ptr<const device::CostModel> model,
                   const std::vector<workload::Request>& reqs, const SweepSpec& spec) {
   SweepResult out;
+  std::unique_ptr<Settings> settings;
+  if (!spec.modes.empty()) {
+    settings = std::make_unique<Settings>(make_settings(*model, spec.modes));
+    settings->switch_s = spec.setting_switch_s;
+  }
   for (const auto& pat : spec.corunners) {
     device::CorunnerTrace trace = device::CorunnerTrace::make(pat, spec.corunner_seed);
     for (const auto& name : spec.controllers) {
@@ -261,7 +363,9 @@ SweepResult sweep(std::shared_ptr<const device::CostModel> model,
                      (name == "learned" || spec.controllers.size() == 1) &&
                      (spec.timeline_corunner.empty() || spec.timeline_corunner == pat);
       ro.timeline = want_tl ? &tl : nullptr;
-      auto rs = run_workload(dev, *pol, reqs, spec.predictor, ro);
+      auto rs = spec.modes.empty() ? run_workload(dev, *pol, reqs, spec.predictor, ro)
+                                   : run_workload_settings(dev, name, *settings, reqs,
+                                                           spec.predictor, ro, spec.policy);
       if (want_tl && !tl.empty()) {
         out.timeline = std::move(tl);
         out.timeline_controller = name;

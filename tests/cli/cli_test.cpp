@@ -287,6 +287,22 @@ TEST_F(Cli, PruneWritesAModelThatRunsAndRefusesBadRequests) {
   EXPECT_NE(err_.find("give --dense"), std::string::npos) << err_;
 }
 
+TEST_F(Cli, SimChoosesThePowerModePerRequestAndNamesBadModes) {
+  const std::string sim =
+      "sim --profile orin-nano-super-8gb --model tinyllama-1.1b -n 3 "
+      "--corunner idle --controllers performance,static,oracle --no-plots "
+      "--out " +
+      (dir_ / "sim-modes").string();
+  ASSERT_EQ(run(sim + " --modes 15W,25W,MAXN_SUPER"), 0) << err_;
+  EXPECT_NE(out_.find("the mode chosen per request among 15W,25W,MAXN_SUPER"), std::string::npos)
+      << out_;
+  EXPECT_NE(run(sim + " --modes 15W,40W"), 0);
+  EXPECT_NE(err_.find("no power mode \"40W\" (have: 7W 15W 25W MAXN_SUPER)"), std::string::npos)
+      << err_;
+  EXPECT_NE(run(sim + " --modes all --mode 25W"), 0);
+  EXPECT_NE(err_.find("excludes"), std::string::npos) << err_;
+}
+
 TEST_F(Cli, ABinaryWithoutItsDataSaysWhereItLooked) {
   const fs::path bin = dir_ / "alone" / "bin";
   fs::create_directories(bin);

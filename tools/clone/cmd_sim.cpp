@@ -26,6 +26,8 @@ struct Opts {
   std::vector<std::string> controllers{"performance", "powersave", "schedutil", "podgov",
                                        "static",      "learned",   "oracle"};
   std::string sfu = "off", lpu = "off", policy, mode, perturb;
+  std::vector<std::string> modes;
+  double setting_switch_ms = 1;
   bool open_loop = false, no_plots = false;
   int experts = 0, lora_bank = 0;
   size_t requests = 100;
@@ -86,6 +88,8 @@ int run(const Opts& o) {
         sp.run.timeline_request = o.timeline;
         sp.timeline_corunner = o.timeline_corunner;
         sp.device_model = board;
+        sp.modes = o.modes;
+        sp.setting_switch_s = o.setting_switch_ms * 1e-3;
         sp.progress = [&](const std::string& s) {
           std::fprintf(stderr, "[sfu %s, lpu %s, noise %.2f, %zu/%zu] %s\n", sfu ? "on" : "off",
                        lpu ? "on" : "off", noise, run_i, total_runs, s.c_str());
@@ -93,10 +97,13 @@ int run(const Opts& o) {
         report.add({sfu, lpu, noise}, dvfs::sweep(model, reqs, sp));
       }
     }
-  std::printf("## %s on %s%s%s%s%s, %zu requests (%s workload, seed %llu)\n\n%s\n", mc.name.c_str(),
-              prof.name.c_str(), o.mode.empty() ? "" : " in mode ", o.mode.c_str(),
-              o.perturb.empty() ? "" : ", board perturbed: ", o.perturb.c_str(), reqs.size(),
-              o.workload.c_str(), static_cast<unsigned long long>(o.seed),
+  std::string modes;
+  for (const auto& m : o.modes) modes += (modes.empty() ? "" : ",") + m;
+  if (!modes.empty()) modes = ", the mode chosen per request among " + modes;
+  std::printf("## %s on %s%s%s%s%s%s, %zu requests (%s workload, seed %llu)\n\n%s\n",
+              mc.name.c_str(), prof.name.c_str(), o.mode.empty() ? "" : " in mode ", o.mode.c_str(),
+              modes.c_str(), o.perturb.empty() ? "" : ", board perturbed: ", o.perturb.c_str(),
+              reqs.size(), o.workload.c_str(), static_cast<unsigned long long>(o.seed),
               report.summary().markdown().c_str());
   if (!report.judged().rows().empty())
     std::printf("## learned policy vs the others\n\n%s\n", report.judged().markdown().c_str());
@@ -134,12 +141,25 @@ const cli::Register reg{
       auto o = std::make_shared<Opts>();
       app.add_option("--profile", o->profile, "device profile name or JSON path")
           ->capture_default_str();
-      app.add_option("--mode", o->mode,
-                     "run in one of the profile's power modes (nvpmodel preset: clock caps, "
-                     "cores, memory clock), e.g. 15W; default none (the profile's top clocks)");
-      app.add_option("--perturb", o->perturb,
-                     "the simulated board differs from the profile the controllers plan with: "
-                     "factor=scale,... (e.g. core_bytes_per_cycle=0.8,board_idle_w=1.5)");
+      auto* mode =
+          app.add_option("--mode", o->mode,
+                         "run in one of the profile's power modes (nvpmodel preset: clock caps, "
+                         "cores, memory clock), e.g. 15W; default none (the profile's top clocks)");
+      auto* perturb =
+          app.add_option("--perturb", o->perturb,
+                         "the simulated board differs from the profile the controllers plan with: "
+                         "factor=scale,... (e.g. core_bytes_per_cycle=0.8,board_idle_w=1.5)");
+      app.add_option("--modes", o->modes,
+                     "every controller chooses, per request, the power mode (GPU cap and "
+                     "cores, memory clock, CPU clock) among these (comma-separated, or all), "
+                     "and its GPU clock per layer inside it (dvfs/settings.h)")
+          ->delimiter(',')
+          ->excludes(mode)
+          ->excludes(perturb);
+      app.add_option("--setting-switch-ms", o->setting_switch_ms,
+                     "with --modes: the stall when a request changes mode (an estimate)")
+          ->check(CLI::NonNegativeNumber)
+          ->capture_default_str();
       app.add_option("--model", o->model,
                      "model shapes: preset (gemma-2b, llama2-7b, tinyllama-1.1b) or a .gguf")
           ->capture_default_str();

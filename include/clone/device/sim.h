@@ -42,6 +42,11 @@ class SimDevice : public DeviceBackend {
   void anchor_corunner(double t_trace) { shift_ = t_trace - now_; }
   // Idle until device time t (the board's idle draw is not charged to any request).
   void idle_until(double t) { now_ = std::max(now_, t); }
+  // Run from now on in another setting of the board's knobs (a power mode's memory clock, CPU
+  // clock, cores and GPU cap: another cost model of the same board and model). Changing it
+  // stalls the board switch_s (the board's idle draw charged) plus switch_j; the clock level
+  // is kept where the new setting has it, else its top.
+  void set_model(std::shared_ptr<const CostModel> m, double switch_s, double switch_j);
   // Charge a fixed delay with its energy (loading LoRA experts, for instance).
   void charge(double time_s, double energy_j) { now_ += time_s, energy_ += energy_j; }
 

@@ -105,6 +105,19 @@ struct Estimates {
 Estimates estimate(const device::CostModel& m, int64_t prompt, int64_t predicted_output,
                    int64_t n_batch);
 
+// What the cost model predicts for a request served at one clock level throughout: TTFT
+// from arrival (the wait before service included), TPOT at mid-generation and the request's
+// energy for its predicted length, the co-runner held at `corunner`. Static's rule, and the
+// per-request choice of a setting of the board's knobs (dvfs/settings.h).
+struct SingleClock {
+  double ttft_s = 0, tpot_s = 0, energy_j = 0;
+  bool meets(const RequestInfo& r) const {
+    return ttft_s <= r.ttft_target_s && tpot_s <= r.tpot_target_s;
+  }
+};
+SingleClock predict_single_clock(const device::CostModel& m, int level, const RequestInfo& r,
+                                 double corunner, int64_t n_batch);
+
 // The MPC teacher's choice for one state (also used to label training data): minimise
 // the phase's remaining energy subject to its remaining budget, co-runner held at s.corunner.
 int mpc_level(const device::CostModel& m, const State& s);

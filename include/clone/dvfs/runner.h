@@ -12,6 +12,7 @@
 
 #include "clone/device/sim.h"
 #include "clone/dvfs/policy.h"
+#include "clone/dvfs/settings.h"
 #include "clone/workload/workload.h"
 
 namespace cln::dvfs {
@@ -96,6 +97,17 @@ std::vector<RequestResult> run_workload(device::SimDevice& dev, Policy& pol,
                                         const std::vector<workload::Request>& reqs,
                                         const LengthPredictor& pred, const RunOptions& opt);
 
+// As run_workload, with the board's knobs chosen per request among `st` (dvfs/settings.h:
+// performance the fastest setting, oracle the exact choice, every other controller the
+// cheapest predicted one), the controller of that setting running its clock inside it. A
+// request is feasible when the fastest setting's top clock meets its SLO; its energy
+// includes changing setting.
+std::vector<RequestResult> run_workload_settings(device::SimDevice& dev,
+                                                 const std::string& controller, const Settings& st,
+                                                 const std::vector<workload::Request>& reqs,
+                                                 const LengthPredictor& pred, const RunOptions& opt,
+                                                 const PolicyOptions& popt);
+
 struct Summary {
   std::string controller, corunner;
   size_t n = 0, infeasible = 0;
@@ -126,6 +138,10 @@ struct SweepSpec {
   // The board as it really is, when it differs from the model the controllers plan with
   // (null: the same). Feasibility and the oracle use the real board.
   std::shared_ptr<const device::CostModel> device_model;
+  // Power modes every controller chooses between per request (run_workload_settings);
+  // empty: the model's own setting throughout.
+  std::vector<std::string> modes;
+  double setting_switch_s = 1e-3;
 };
 struct SweepResult {
   std::vector<Summary> summaries;
