@@ -11,7 +11,9 @@
 // the two schedules that bracket the budget (a prefix at the faster one), which brings
 // the result within one node of the LP bound. The co-runner's intensity depends on when
 // each node runs, which depends on the schedule: three fixed-point rounds, then a replay
-// on a copy of the simulator confirms the SLO (tightening the budget if it slipped).
+// on a copy of the simulator confirms the SLO (tightening the budget if it slipped). Under a
+// co-runner that changes over time, when the prefill ends decides what the decode meets, so
+// prefills around each single clock are tried too, each followed by its decode, on replay.
 // Last, the plan is replayed beside every uniform plan (each single clock, the top one being
 // the performance governor) and the cheapest that meets the SLO is kept: so on a feasible
 // request the oracle never spends more than performance or the best single clock.
@@ -214,29 +216,36 @@ void Oracle::begin(const RequestInfo& r, const device::SimDevice* sim) {
   double sw_e = dm.switch_energy_j() + sw_t * dm.board_idle_w();
   plan_.assign(N, L_ - 1);
   std::vector<int> fast(N, L_ - 1);
+  // The cost of every node at every level, at the times the nodes start under plan p (the
+  // co-runner's intensity then).
+  const auto time_nodes = [&](const std::vector<int>& p) {
+    double t = sim->now_s();
+    int prev = sim->level();
+    for (size_t i = 0; i < N; ++i) {
+      if (p[i] != prev) t += sw_t;
+      double s = sim->corunner_at(t);
+      for (int k = 0; k < L_; ++k) {
+        auto c = dm.cost(work[i], k, s);
+        T_[i * L_ + k] = c.time_s;
+        E_[i * L_ + k] = c.energy_j;
+      }
+      t += T_[i * L_ + p[i]];
+      prev = p[i];
+    }
+  };
+  const auto decode_segment = [&](double tighten) {
+    return Segment{
+        P, N,
+        tighten * r.tpot_target_s * static_cast<double>(std::max<int64_t>(r.true_output - 1, 0))};
+  };
   double tighten = 1.0;
   for (int attempt = 0; attempt < 6; ++attempt) {
     for (int round = 0; round < 3; ++round) {
-      // When each node would start under the current plan.
-      double t = sim->now_s();
-      int prev = sim->level();
-      for (size_t i = 0; i < N; ++i) {
-        if (plan_[i] != prev) t += sw_t;
-        double s = sim->corunner_at(t);
-        for (int k = 0; k < L_; ++k) {
-          auto c = dm.cost(work[i], k, s);
-          T_[i * L_ + k] = c.time_s;
-          E_[i * L_ + k] = c.energy_j;
-        }
-        t += T_[i * L_ + plan_[i]];
-        prev = plan_[i];
-      }
+      time_nodes(plan_);
       Segment pre{0, P, tighten * (r.ttft_target_s - (r.start_s - r.arrival_s))};
-      Segment dec{
-          P, N,
-          tighten * r.tpot_target_s * static_cast<double>(std::max<int64_t>(r.true_output - 1, 0))};
       std::vector<int> pp = solve(pre, sim->level(), sw_t, sw_e);
-      std::vector<int> pd = solve(dec, pp.empty() ? sim->level() : pp.back(), sw_t, sw_e);
+      std::vector<int> pd =
+          solve(decode_segment(tighten), pp.empty() ? sim->level() : pp.back(), sw_t, sw_e);
       std::copy(pp.begin(), pp.end(), plan_.begin());
       std::copy(pd.begin(), pd.end(), plan_.begin() + static_cast<std::ptrdiff_t>(P));
     }
@@ -245,6 +254,47 @@ void Oracle::begin(const RequestInfo& r, const device::SimDevice* sim) {
     // The SLO slipped every time (or cannot be met at all): flat out, unless a uniform
     // plan below does better.
     if (attempt == 5) plan_ = fast;
+  }
+  // The phases are planned one after the other, but under a co-runner that changes over
+  // time when the prefill ends decides what the decode meets: a slower prefill can cost
+  // less in all. So also try prefills around each single clock (up to 8 of the grid): that
+  // clock throughout, and the prefill solved again at the times it sets, each followed by
+  // the decode as planned; the cheapest on replay then has its decode planned again at its
+  // own times (two rounds). The cheapest plan that holds on replay is kept. Only where the
+  // co-runner changes before the SLO's horizon: otherwise the phases do not interact.
+  const double horizon = r.arrival_s + r.ttft_target_s +
+                         r.tpot_target_s * static_cast<double>(std::max<int64_t>(r.true_output, 1));
+  bool varies = false;
+  for (int i = 1; i <= 256 && !varies; ++i)
+    varies = sim->corunner_at(sim->now_s() + (horizon - sim->now_s()) * i / 256.0) !=
+             sim->corunner_at(sim->now_s());
+  if (varies && P > 0 && P < N) {
+    Replay best = replay(r, *sim, plan_);
+    std::vector<int> chosen = plan_;
+    const Segment pre{0, P, tighten * (r.ttft_target_s - (r.start_s - r.arrival_s))};
+    const int step = std::max(1, (L_ + 7) / 8);
+    for (int k = L_ - 1; k >= 0; k -= step) {
+      std::vector<int> p = plan_;
+      std::fill(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(P), k);
+      for (int variant = 0; variant < 2; ++variant) {
+        if (variant == 1) {
+          time_nodes(p);
+          const std::vector<int> pp = solve(pre, sim->level(), sw_t, sw_e);
+          std::copy(pp.begin(), pp.end(), p.begin());
+        }
+        const Replay x = replay(r, *sim, p);
+        if (x.ok && (!best.ok || x.energy_j < best.energy_j)) best = x, chosen = p;
+      }
+    }
+    std::vector<int> p = chosen;
+    for (int round = 0; round < 2; ++round) {
+      time_nodes(p);
+      const std::vector<int> pd = solve(decode_segment(tighten), p[P - 1], sw_t, sw_e);
+      std::copy(pd.begin(), pd.end(), p.begin() + static_cast<std::ptrdiff_t>(P));
+      const Replay x = replay(r, *sim, p);
+      if (x.ok && (!best.ok || x.energy_j < best.energy_j)) best = x, chosen = p;
+    }
+    plan_ = chosen;
   }
   // Under a co-runner that changes over time the relaxation's plan can cost more than
   // simply running at one clock (the fixed-point timing is approximate); the replay is

@@ -29,11 +29,13 @@ std::shared_ptr<const device::CostModel> super_model(const std::string& mode = "
 
 // Each request alone from the same start, under co-runners that change over time: the
 // oracle choosing the mode per request spends no more than the oracle, the cheapest single
-// clock or the performance governor held in any one mode where they meet the SLO, and meets
-// it whenever one of them does. (Not against the learned policy or podgov: on this board and
-// model the oracle's own plan inside one mode is up to 1.3% above the learned policy's on
-// some requests under bursty co-runners, docs/device.md; that is the oracle's defect.)
-TEST(Settings, TheOracleOverModesSpendsNoMoreThanTheOracleInAnyOneMode) {
+// clock or performance held in any one mode that meets the SLO (exactly: it tries them), and
+// no more than 0.1% above the online controllers (podgov, learned, mpc) there; it meets the
+// SLO whenever one of them does. The 0.1% is measured, not proven: under a co-runner that
+// changes over time when the prefill ends decides what the decode meets, which the oracle's
+// per-phase plan captures only through the prefills it tries (the learned policy is 0.02%
+// below it on one request here; before the oracle tried prefill clocks, 1.3% on another).
+TEST(Settings, TheOracleOverModesSpendsNoMoreThanAControllerInAnyOneMode) {
   const auto base = super_model();
   Settings st = make_settings(*base, {"all"});
   ASSERT_EQ(st.names.size(), 4u);
@@ -54,7 +56,7 @@ TEST(Settings, TheOracleOverModesSpendsNoMoreThanTheOracleInAnyOneMode) {
       bool any_met = false;
       double best_fixed = 1e30;
       for (size_t m = 0; m < st.names.size(); ++m)
-        for (const char* c : {"performance", "static", "oracle"}) {
+        for (const char* c : {"performance", "podgov", "static", "learned", "mpc", "oracle"}) {
           auto pol = make_policy(c, st.models[m], po);
           device::SimDevice dev(st.models[m], trace);
           const RequestResult x = run_workload(dev, *pol, {r}, {}, {})[0];
@@ -62,7 +64,9 @@ TEST(Settings, TheOracleOverModesSpendsNoMoreThanTheOracleInAnyOneMode) {
           any_met = true;
           ++compared;
           best_fixed = std::min(best_fixed, x.energy_j);
-          EXPECT_LE(joint.energy_j, x.energy_j * (1 + 1e-9))
+          const bool online =
+              std::string(c) == "podgov" || std::string(c) == "learned" || std::string(c) == "mpc";
+          EXPECT_LE(joint.energy_j, x.energy_j * (1 + (online ? 1e-3 : 1e-9)))
               << pat << " request " << i << ": " << c << " in " << st.names[m];
         }
       if (any_met) {
@@ -77,7 +81,7 @@ TEST(Settings, TheOracleOverModesSpendsNoMoreThanTheOracleInAnyOneMode) {
       }();
     }
   }
-  EXPECT_GT(compared, 12);
+  EXPECT_GT(compared, 30);
   EXPECT_GT(other_mode_cheaper, 0);
 }
 
