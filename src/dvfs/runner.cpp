@@ -19,6 +19,24 @@ int64_t LengthPredictor::predict(const workload::Request& r) const {
       1, std::llround(static_cast<double>(r.output) * std::exp(noise * rng.normal())));
 }
 
+namespace {
+
+// What a controller is told of a request when its service begins.
+RequestInfo info_for(const workload::Request& r, double arrival_s, double start_s,
+                     int64_t predicted) {
+  RequestInfo i;
+  i.prompt = r.prompt;
+  i.predicted_output = std::max<int64_t>(1, predicted);
+  i.true_output = r.output;
+  i.ttft_target_s = r.ttft_target_s;
+  i.tpot_target_s = r.tpot_target_s;
+  i.arrival_s = arrival_s;
+  i.start_s = start_s;
+  return i;
+}
+
+}  // namespace
+
 RequestDriver::RequestDriver(device::SimDevice& dev, Policy& pol, const workload::Request& r,
                              double arrival_s, int64_t predicted_output, int64_t n_batch,
                              std::vector<TimelinePoint>* timeline,
@@ -32,13 +50,7 @@ RequestDriver::RequestDriver(device::SimDevice& dev, Policy& pol, const workload
       sw0_(dev.switches()) {
   if (r.ttft_target_s <= 0 || r.tpot_target_s <= 0)
     fail("request ", r.id, ": no SLO targets (ttft_target_s, tpot_target_s must be positive)");
-  info_.prompt = r.prompt;
-  info_.predicted_output = std::max<int64_t>(1, predicted_output);
-  info_.true_output = r.output;
-  info_.ttft_target_s = r.ttft_target_s;
-  info_.tpot_target_s = r.tpot_target_s;
-  info_.arrival_s = arrival_s;
-  info_.start_s = dev.now_s();
+  info_ = info_for(r, arrival_s, dev.now_s(), predicted_output);
   est_ = estimate(*plan_, r.prompt, info_.predicted_output, n_batch);
   // The co-runner's recent past is observable (a load monitor): its peak over 10 s.
   for (double t = -10; t <= 0; t += 0.1) peak_ = std::max(peak_, dev.corunner_at(dev.now_s() + t));
@@ -219,20 +231,6 @@ std::vector<RequestResult> serve_all(device::SimDevice& dev,
   }
   return out;
 }
-
-RequestInfo info_for(const workload::Request& r, double arrival_s, double start_s,
-                     int64_t predicted) {
-  RequestInfo i;
-  i.prompt = r.prompt;
-  i.predicted_output = std::max<int64_t>(1, predicted);
-  i.true_output = r.output;
-  i.ttft_target_s = r.ttft_target_s;
-  i.tpot_target_s = r.tpot_target_s;
-  i.arrival_s = arrival_s;
-  i.start_s = start_s;
-  return i;
-}
-
 }  // namespace
 
 std::vector<RequestResult> run_workload(device::SimDevice& dev, Policy& pol,
