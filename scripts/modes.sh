@@ -7,7 +7,8 @@
 # it serves in time. Deterministic; about a minute on 2 cores.
 #
 #   scripts/modes.sh                                   # Orin Nano Super, Gemma-2B, 100 requests
-#   MODEL=tinyllama-1.1b OUT=out/modes-tl scripts/modes.sh
+#   PROFILE=orin-nx-16gb OUT=out/modes-nx scripts/modes.sh
+#   MODEL=tinyllama-1.1b MODES="15W 25W" OUT=out/modes-tl scripts/modes.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build/release}
@@ -15,7 +16,7 @@ PROFILE=${PROFILE:-orin-nano-super-8gb}
 MODEL=${MODEL:-gemma-2b}
 N=${N:-100}
 SEED=${SEED:-42}
-MODES=${MODES:-"15W 25W MAXN_SUPER"}  # 7W meets no Gemma-2B chat SLO (clone sim says so and stops)
+MODES=${MODES:-all}  # the profile's modes; one that serves no request in time is left out
 OUT=${OUT:-out/modes}
 CONTROLLERS=performance,podgov,static,learned,oracle
 CORUNNERS=idle,web-search,video,bursty
@@ -27,11 +28,21 @@ sim() {
   "$CLONE" sim --profile "$PROFILE" --model "$MODEL" -n "$N" --seed "$SEED" \
     --controllers "$CONTROLLERS" --corunner "$CORUNNERS" --no-plots "$@" > /dev/null 2>&1
 }
+if [ "$MODES" = all ]; then
+  MODES=$("$CLONE" device show "$PROFILE" |
+    awk -F'"' '/^  "modes"/ { on = 1; next } /^  "/ { on = 0 } on && /"name"/ { print $4 }')
+fi
+held=""
 for m in $MODES; do
   echo "mode $m held fixed" >&2
-  sim --mode "$m" --out "$OUT/mode-$m"
+  if sim --mode "$m" --out "$OUT/mode-$m"; then
+    held="$held $m"
+  else  # `clone sim` stops when no request of the workload is feasible
+    echo "mode $m: no request served in time, left out" >&2
+  fi
 done
-echo "mode chosen per request" >&2
+MODES=$held
+echo "mode chosen per request among$MODES" >&2
 sim --modes "$(echo $MODES | tr ' ' ,)" --out "$OUT/per-request"
 
 # requests.csv: ...,corunner(4),controller(5),id(6),...,energy_j(17),...,met(19),feasible(20)
