@@ -189,17 +189,24 @@ const std::vector<std::string>& public_held_out_models() {
   return held;
 }
 
-PublicData load_jetson_public(const std::string& dir) {
-  PublicData d;
-  const std::string mpath = dir + "/models.json";
+namespace {
+
+nlohmann::json load_models_json(const std::string& mpath) {
   std::ifstream in(mpath);
   if (!in) fail(mpath, ": cannot open (the public measurements are in data/jetson-public/)");
-  nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    return nlohmann::json::parse(in);
   } catch (const nlohmann::json::parse_error& e) {
     fail(mpath, ": malformed JSON: ", e.what());
   }
+}
+
+}  // namespace
+
+PublicData load_jetson_public(const std::string& dir) {
+  PublicData d;
+  const std::string mpath = dir + "/models.json";
+  const nlohmann::json j = load_models_json(mpath);
   if (!j.contains("models") || !j.at("models").is_object())
     fail(mpath, ": models: expected an object of name -> shape");
   for (auto it = j.at("models").begin(); it != j.at("models").end(); ++it) {
@@ -372,6 +379,102 @@ Table public_cells_table(const std::vector<PublicPoint>& pts) {
            c.ttft_s > 0 ? p.ttft_s * 1e3 : 0.0, c.power_w, c.power_w > 0 ? p.power_w : 0.0,
            c.where});
   }
+  return t;
+}
+
+namespace {
+
+// Decode tokens/s at the top clock, idle, over kDecodeSamples positions of a generation.
+double decode_rate(const DeviceProfile& p, const ModelConfig& m, const CostOptions& o,
+                   int64_t prompt, int64_t gen) {
+  const CostModel cm(p, m, o);
+  double t = 0;
+  for (int k = 0; k < kDecodeSamples; ++k) {
+    const int64_t ki =
+        1 + static_cast<int64_t>((k + 0.5) * static_cast<double>(gen - 1) / kDecodeSamples);
+    for (int l = 0; l <= cm.n_layer(); ++l)
+      t += cm.cost(cm.work(l, Phase::Decode, prompt + ki - 1, 1), cm.max_level(), 0).time_s;
+  }
+  return kDecodeSamples / t;
+}
+
+}  // namespace
+
+MlcCheck mlc_check(const DeviceProfile& super_profile, const std::string& dir) {
+  const std::string mpath = dir + "/models.json";
+  const nlohmann::json j = load_models_json(mpath);
+  if (!j.contains("mlc_models") || !j.at("mlc_models").is_object())
+    fail(mpath, ": mlc_models: expected an object of model shapes");
+  // The original module: the Super's silicon at its pre-Super caps (a 625 MHz GPU level
+  // added: the Super's grid steps from 612 to 714).
+  DeviceProfile orig = super_profile;
+  auto& levels = orig.compute().levels;
+  if (std::none_of(levels.begin(), levels.end(),
+                   [](const OperatingPoint& l) { return l.mhz == 625; })) {
+    const auto up = std::find_if(levels.begin(), levels.end(),
+                                 [](const OperatingPoint& l) { return l.mhz > 625; });
+    if (up == levels.end()) fail(super_profile.name, ": no GPU level above 625 MHz to place it");
+    levels.insert(up, OperatingPoint{625, up->volt});
+  }
+  PowerMode pre;
+  pre.name = "original-15W";
+  pre.memory_mhz = 2133;
+  pre.units.push_back({orig.compute().name, UnitCap{625, orig.compute().cores}});
+  if (const ComputeUnit* h = orig.host_unit())
+    pre.units.push_back({h->name, UnitCap{1510.4, h->cores}});
+  orig.modes = {pre};
+  const std::string super_mode = "MAXN_SUPER";
+  (void)super_profile.mode(super_mode);  // an error naming the profile's modes if it has none
+
+  const std::string cpath = dir + "/nvidia_jetson_ai_lab_mlc.csv";
+  const CsvTable t = CsvTable::load(cpath);
+  MlcCheck out;
+  std::map<std::string, MlcRow> by_model;
+  for (size_t r = 0; r < t.size(); ++r) {
+    // The Super announcement's table (original and Super on the same models), LLMs only.
+    if (t.at(r, "source_id") != "nvidia_jetson_ai_lab_super" || t.at(r, "category") != "LLM/SLM")
+      continue;
+    const std::string& label = t.at(r, "config_label");
+    const std::string& name = t.at(r, "model");
+    if (!j.at("mlc_models").contains(name)) {
+      if (std::find(out.skipped.begin(), out.skipped.end(), name) == out.skipped.end())
+        out.skipped.push_back(name);
+      continue;
+    }
+    MlcRow& row = by_model[name];
+    row.model = name;
+    if (label == "Jetson Orin Nano (original)")
+      row.original_tok_s = t.number(r, "value");
+    else if (label == "Jetson Orin Nano Super")
+      row.super_tok_s = t.number(r, "value");
+    else
+      fail(t.where(r), ": config_label \"", label, "\" (expected the original or the Super)");
+    row.where += (row.where.empty() ? "" : ", ") + t.where(r);
+  }
+  for (auto& [name, row] : by_model) {
+    if (row.original_tok_s <= 0 || row.super_tok_s <= 0)
+      fail(cpath, ": model \"", name, "\" needs a rate on both the original and the Super");
+    ModelConfig m = config_of(name, j.at("mlc_models").at(name), mpath);
+    m.weight_type = DType::Q4_0;  // q4f16_1: 4 bits and an f16 scale per 32, as Q4_0
+    CostOptions o;
+    o.kv_bytes_per_value = 2;
+    o.max_context = 1024;  // the benchmark's ~16 + 128 tokens, with room; all fit in memory
+    o.mode = super_mode;
+    row.modelled_super = decode_rate(super_profile, m, o, 16, 128);
+    o.mode = pre.name;
+    row.modelled_original = decode_rate(orig, m, o, 16, 128);
+    out.rows.push_back(row);
+  }
+  return out;
+}
+
+Table mlc_table(const MlcCheck& c) {
+  Table t({"model", "original tok/s", "Super tok/s", "measured ratio", "modelled ratio",
+           "ratio error %", "modelled original tok/s", "modelled Super tok/s"});
+  for (const MlcRow& r : c.rows)
+    t.add({r.model, r.original_tok_s, r.super_tok_s, r.measured_ratio(), r.modelled_ratio(),
+           100 * (r.modelled_ratio() / r.measured_ratio() - 1), r.modelled_original,
+           r.modelled_super});
   return t;
 }
 

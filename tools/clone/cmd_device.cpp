@@ -80,7 +80,14 @@ int calibrate_public(const Opts& o) {
       r.fit.overhead_kcycles, r.fit.host_overhead_kcycles, r.fit.layer_overhead_us,
       r.power.static_w_per_v, r.power.dynamic_w_per_ghz_v2, r.power.idle_activity,
       r.power.pj_per_byte, r.fit.host_activity);
+  const auto mlc = device::mlc_check(p, o.public_dir);
+  std::printf(
+      "## second check, shipped profile: MLC INT4 decode, Orin Nano original vs Super (no cell "
+      "of it is fitted)\n%s\n",
+      device::mlc_table(mlc).markdown().c_str());
+  for (const auto& s : mlc.skipped) std::printf("skipped %s: no shape in models.json\n", s.c_str());
   if (!o.report.empty()) {
+    device::mlc_table(mlc).write(o.report + "-mlc.md");
     device::public_error_table(r.points).write(o.report + ".md");
     device::public_cells_table(r.points).write(o.report + ".csv");
     std::printf("wrote %s.md and %s.csv\n", o.report.c_str(), o.report.c_str());

@@ -53,8 +53,8 @@ struct PublicPoint {
   double decode_tok_s = 0, ttft_s = 0, power_w = 0;  // modelled
 };
 
-// Models every cell on profile p (the points point into d.cells), in the cell's power mode at that mode's top clocks
-// (jetson_clocks pins them), prefill in llama.cpp's 512-token micro-batches.
+// Models every cell on profile p (the points point into d.cells), in the cell's power mode at that
+// mode's top clocks (jetson_clocks pins them), prefill in llama.cpp's 512-token micro-batches.
 std::vector<PublicPoint> evaluate_public(const DeviceProfile& p, const PublicData& d);
 
 struct PublicFit {
@@ -81,5 +81,26 @@ PublicFit fit_public(const DeviceProfile& p, const PublicData& d);
 Table public_error_table(const std::vector<PublicPoint>& pts);
 // Every cell: measured and modelled side by side.
 Table public_cells_table(const std::vector<PublicPoint>& pts);
+
+// A second check, on other measurements (nvidia_jetson_ai_lab_mlc.csv): MLC's INT4 decode
+// rate on the Orin Nano original against the Super, for the LLMs models.json has shapes for.
+// The original is the same module at its pre-Super clocks (GPU 625 MHz, memory 2133 MHz, CPU
+// 1510 MHz, all cores: nvpmodel.csv), the Super runs MAXN_SUPER. Another runtime than the
+// fit's, so absolute rates need not match; the ratio Super / original is what the model's
+// clock scaling predicts, and none of these cells enters any fit.
+struct MlcRow {
+  std::string model;
+  double original_tok_s = 0, super_tok_s = 0;        // measured
+  double modelled_original = 0, modelled_super = 0;  // tokens/s, decode at prompt 16, gen 128
+  std::string where;
+  double measured_ratio() const { return super_tok_s / original_tok_s; }
+  double modelled_ratio() const { return modelled_super / modelled_original; }
+};
+struct MlcCheck {
+  std::vector<MlcRow> rows;
+  std::vector<std::string> skipped;  // LLM rows without a shape (SmolLM2: size not stated)
+};
+MlcCheck mlc_check(const DeviceProfile& super_profile, const std::string& dir);
+Table mlc_table(const MlcCheck& c);
 
 }  // namespace cln::device
