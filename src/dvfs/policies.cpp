@@ -302,6 +302,12 @@ class Learned : public Policy {
 }  // namespace
 
 std::string default_learned_path(const CostModel& m) {
+  // Weights trained in the model's power mode when there are some, else the profile's.
+  if (!m.options().mode.empty()) {
+    const std::string in_mode = resource_path(
+        Resource::Models, "dvfs/" + m.profile().name + "." + m.options().mode + ".json");
+    if (std::filesystem::exists(in_mode)) return in_mode;
+  }
   return resource_path(Resource::Models, "dvfs/" + m.profile().name + ".json");
 }
 

@@ -63,6 +63,7 @@ class Collector : public Policy {
 TrainResult train_policy(const device::DeviceProfile& profile, const ModelConfig& model,
                          const TrainOptions& opt) {
   device::CostOptions co;
+  co.mode = opt.mode;
   co.sfu = true;  // the teacher plans on the fine grid: smooth labels
   auto m = std::make_shared<const device::CostModel>(profile, model, co);
   TrainResult tr;

@@ -128,3 +128,24 @@ TEST(Settings, ChangingModeStallsTheBoardAndUnknownModesAreNamed) {
       device::DeviceProfile::load(src("profiles/host.json")), model_preset("gemma-2b"));
   EXPECT_THROW(make_settings(*host, {"all"}), Error);  // this host's profile has no modes
 }
+
+// In a power mode the learned policy loads the weights trained in that mode when there are
+// some (models/dvfs/<profile>.<mode>.json), else the profile's.
+TEST(Settings, TheLearnedPolicyUsesTheNetTrainedInItsMode) {
+  const auto m25 = super_model("25W");
+  workload::GeneratorSpec g;
+  g.n = 6, g.seed = 9, g.max_context = 1024;
+  const auto reqs = workload::generate(g);
+  const auto run = [&](const std::string& path) {
+    PolicyOptions po;
+    po.learned_path = path;
+    auto pol = make_policy("learned", m25, po);
+    device::SimDevice dev(m25, device::CorunnerTrace::make("bursty", 2));
+    double e = 0;
+    for (const auto& r : run_workload(dev, *pol, reqs, {}, {})) e += r.energy_j;
+    return e;
+  };
+  const double by_default = run("");
+  EXPECT_EQ(by_default, run(src("models/dvfs/orin-nano-super-8gb.25W.json")));
+  EXPECT_NE(by_default, run(src("models/dvfs/orin-nano-super-8gb.json")));
+}

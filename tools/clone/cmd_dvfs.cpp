@@ -4,10 +4,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "clone/engine/presets.h"
 #include "clone/core/error.h"
 #include "clone/device/cost_model.h"
 #include "clone/dvfs/train.h"
+#include "clone/engine/presets.h"
 #include "common.h"
 #include "subcommand.h"
 
@@ -16,15 +16,18 @@ namespace {
 using namespace cln;
 
 struct Opts {
-  std::string profile = "orin-nx-16gb", model = "gemma-2b", out;
+  std::string profile = "orin-nx-16gb", model = "gemma-2b", out, mode;
   dvfs::TrainOptions t;
 };
 
 int train(Opts& o) {
   auto prof = device::DeviceProfile::find(o.profile);
   auto mc = model_preset(o.model);
+  if (!o.mode.empty()) (void)prof.mode(o.mode);  // an error naming the profile's modes
+  o.t.mode = o.mode;
+  const std::string stem = prof.name + (o.mode.empty() ? "" : "." + o.mode);
   std::string out =
-      o.out.empty() ? resource_path(Resource::Models, "dvfs/" + prof.name + ".json") : o.out;
+      o.out.empty() ? resource_path(Resource::Models, "dvfs/" + stem + ".json") : o.out;
   std::string log_path =
       out.substr(0, out.size() - (out.ends_with(".json") ? 5 : 0)) + ".train.log";
   std::ofstream log(log_path);
@@ -35,15 +38,16 @@ int train(Opts& o) {
     log << s << "\n";
   };
   std::ostringstream cmd;
-  cmd << "clone dvfs train --profile " << o.profile << " --model " << o.model << " --seed "
-      << o.t.seed << " --requests " << o.t.requests_per_pattern << " --rounds " << o.t.rounds
-      << " --hidden " << o.t.hidden << " --epochs " << o.t.epochs;
+  cmd << "clone dvfs train --profile " << o.profile << (o.mode.empty() ? "" : " --mode " + o.mode)
+      << " --model " << o.model << " --seed " << o.t.seed << " --requests "
+      << o.t.requests_per_pattern << " --rounds " << o.t.rounds << " --hidden " << o.t.hidden
+      << " --epochs " << o.t.epochs;
   o.t.log("command: " + cmd.str());
   auto r = dvfs::train_policy(prof, mc, o.t);
   std::ostringstream meta;
-  meta << "{\"profile\":\"" << prof.name << "\",\"model\":\"" << mc.name
-       << "\",\"seed\":" << o.t.seed << ",\"samples\":" << r.samples << ",\"mse\":" << r.final_mse
-       << ",\"params\":" << r.net.n_params()
+  meta << "{\"profile\":\"" << prof.name << "\",\"mode\":\"" << o.mode << "\",\"model\":\""
+       << mc.name << "\",\"seed\":" << o.t.seed << ",\"samples\":" << r.samples
+       << ",\"mse\":" << r.final_mse << ",\"params\":" << r.net.n_params()
        << ",\"method\":\"DAgger imitation of the MPC teacher\"}";
   r.net.save(out, meta.str());
   o.t.log("wrote " + out + " (" + std::to_string(r.net.n_params()) + " parameters)");
@@ -58,6 +62,9 @@ const cli::Register reg{
           "train", "train the MLP controller by DAgger imitation of the MPC teacher");
       t->add_option("--profile", o->profile, "device profile")->capture_default_str();
       t->add_option("--model", o->model, "model shape preset")->capture_default_str();
+      t->add_option("--mode", o->mode,
+                    "train in one of the profile's power modes (weights <profile>.<mode>.json, "
+                    "which the learned policy then uses in that mode)");
       t->add_option("--out", o->out, "weights file (default <models>/dvfs/<profile>.json)");
       t->add_option("--seed", o->t.seed, "seed (same seed, same weights)")->capture_default_str();
       t->add_option("--requests", o->t.requests_per_pattern,

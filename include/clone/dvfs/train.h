@@ -28,6 +28,7 @@ struct TrainOptions {
   int batch = 128;
   double lr = 3e-3;
   int64_t n_batch = 512;
+  std::string mode;  // the profile's power mode to train in ("": its top clocks)
   std::function<void(const std::string&)> log;  // progress lines
 };
 
