@@ -5,7 +5,9 @@
 //   prefill (n = 512 ...): GFLOP/s and the % of the measured F32 FMA peak.
 //   model decode: every matmul of one TinyLlama-1.1B token (22 layers + output head).
 //   pool: the cost of one ThreadPool::run.
-// Run: bench_kernels [--benchmark_filter=...]; uses every core unless CLONE_THREADS is set.
+//   cached decode: the same from cache, the kernels' compute ceiling.
+// Run: bench_kernels [--benchmark_filter=...]; uses every core unless CLONE_THREADS is set
+// (CLONE_SIMD=<target> forces a SIMD target).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -27,6 +29,8 @@ namespace {
 ThreadPool& pool() {
   static ThreadPool p([] {
     const char* e = std::getenv("CLONE_THREADS");
+    // CLONE_SIMD=AVX2 (for example) runs every kernel on that target, as clone bench --simd.
+    if (const char* s = std::getenv("CLONE_SIMD")) force_simd_target(s);
     return e != nullptr ? std::atoi(e) : 0;
   }());
   return p;
@@ -283,6 +287,26 @@ void BM_PoolParallelFor(benchmark::State& st) {
 }
 
 // A small model's matmul (width 256, F32): is it arithmetic or thread overhead?
+// Decode from cache (one copy of the weights, small enough for the L2 of the threads that
+// share it): the kernel's compute ceiling. Decode from DRAM is bound by memory only where
+// this is well above the read bandwidth (BM_CachedDecode against the machine line).
+void BM_CachedDecode(benchmark::State& st, DType t) {
+  pool();  // applies CLONE_SIMD before the weights are packed
+  const int64_t rows = st.range(0), cols = st.range(1);
+  WeightSet w = make_set(t, rows, cols, 0);
+  if (st.range(2) != 0) w.pack();
+  const auto x = random_floats(static_cast<size_t>(cols));
+  std::vector<float> y(static_cast<size_t>(rows));
+  for (auto _ : st) {
+    matmul(w.at(0), x.data(), 1, y.data(), &pool());
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.counters["GB/s"] = benchmark::Counter(
+      static_cast<double>(w.bytes_each) * static_cast<double>(st.iterations()) / 1e9,
+      benchmark::Counter::kIsRate);
+  st.SetLabel(std::string(dtype_name(t)) + " on " + simd_target_name());
+}
+
 void BM_SmallDecode(benchmark::State& st) {
   const int64_t rows = st.range(0), cols = st.range(1);
   const WeightSet w = make_set(DType::F32, rows, cols, 0);
@@ -357,6 +381,17 @@ BENCHMARK(BM_Attention)
     ->UseRealTime();
 BENCHMARK(BM_PoolRun)->UseRealTime();
 BENCHMARK(BM_PoolParallelFor)->UseRealTime();
+// 1024 x 2048: 8 MiB of F32 (L3), 1.1 MiB of Q4_0 (L2); the last argument packs the weights.
+BENCHMARK_CAPTURE(BM_CachedDecode, f32, DType::F32)->Args({1024, 2048, 0})->UseRealTime();
+BENCHMARK_CAPTURE(BM_CachedDecode, f16, DType::F16)->Args({1024, 2048, 0})->UseRealTime();
+BENCHMARK_CAPTURE(BM_CachedDecode, q8_0, DType::Q8_0)
+    ->Args({1024, 2048, 0})
+    ->Args({1024, 2048, 1})
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_CachedDecode, q4_0, DType::Q4_0)
+    ->Args({1024, 2048, 0})
+    ->Args({1024, 2048, 1})
+    ->UseRealTime();
 BENCHMARK(BM_SmallDecode)->Args({256, 256})->Args({768, 256})->Args({256, 768})->UseRealTime();
 
 }  // namespace
