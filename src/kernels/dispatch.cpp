@@ -26,9 +26,10 @@ void force_target(int64_t target) {
 
 namespace {
 // -1: ask CPUID; 0 / 1: forced by a test.
-std::atomic<int> g_forced_amd{-1};
+std::atomic<int> g_forced_plain{-1};
 
-bool cpuid_says_amd() {
+// AMD before Zen 5: vendor AuthenticAMD and family (base + extended) below 0x1A.
+bool cpuid_says_amd_before_zen5() {
 #if defined(__x86_64__) || defined(__i386__)
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
@@ -36,7 +37,11 @@ bool cpuid_says_amd() {
   std::memcpy(vendor, &ebx, 4);
   std::memcpy(vendor + 4, &edx, 4);
   std::memcpy(vendor + 8, &ecx, 4);
-  return std::strcmp(vendor, "AuthenticAMD") == 0;
+  if (std::strcmp(vendor, "AuthenticAMD") != 0) return false;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  unsigned family = (eax >> 8) & 0xF;
+  if (family == 0xF) family += (eax >> 20) & 0xFF;
+  return family < 0x1A;
 #else
   return false;
 #endif
@@ -60,19 +65,19 @@ void force_simd_target(const std::string& name) {
 
 namespace cln::kernels::detail {
 
-bool cpu_is_amd() {
-  const int forced = g_forced_amd.load(std::memory_order_relaxed);
+bool plain_streams() {
+  const int forced = g_forced_plain.load(std::memory_order_relaxed);
   if (forced >= 0) return forced == 1;
-  static const bool amd = cpuid_says_amd();
-  return amd;
+  static const bool plain = cpuid_says_amd_before_zen5();
+  return plain;
 }
 
-void force_cpu_is_amd(bool amd) {
-  g_forced_amd.store(amd ? 1 : 0, std::memory_order_relaxed);
+void force_plain_streams(bool plain) {
+  g_forced_plain.store(plain ? 1 : 0, std::memory_order_relaxed);
 }
 
-void force_cpu_vendor_reset() {
-  g_forced_amd.store(-1, std::memory_order_relaxed);
+void force_plain_streams_reset() {
+  g_forced_plain.store(-1, std::memory_order_relaxed);
 }
 
 }  // namespace cln::kernels::detail

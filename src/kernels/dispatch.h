@@ -12,11 +12,14 @@ std::vector<int64_t> available_targets();
 // Makes every kernel dispatch to `target` (one of available_targets()); 0 restores the best.
 void force_target(int64_t target);
 
-// Some kernels stream memory differently per CPU maker (measured on each; see matvec.cpp).
-// cpu_is_amd() answers from CPUID on x86 (false elsewhere) unless a test forced it.
-bool cpu_is_amd();
-// Forces cpu_is_amd() to answer `amd` (tests run both ways); force_cpu_vendor_reset() undoes it.
-void force_cpu_is_amd(bool amd);
-void force_cpu_vendor_reset();
+// Some kernels stream memory differently per CPU (measured on each; see matvec.cpp).
+// plain_streams(): the decode row loops run without software prefetch (and F16 converts 8
+// halves at a time): on AMD before Zen 5 (CPUID vendor AuthenticAMD, family < 0x1A), whose
+// hardware prefetchers keep up alone. False elsewhere (Intel, Zen 5, non-x86) unless a
+// test forced it.
+bool plain_streams();
+// Forces plain_streams() (tests run both ways); force_plain_streams_reset() undoes it.
+void force_plain_streams(bool plain);
+void force_plain_streams_reset();
 
 }  // namespace cln::kernels::detail

@@ -54,6 +54,9 @@ inline float ScalarW(const uint16_t* w, int64_t c) {
 //  - kPlain: F16 converts at most 8 halves per instruction and nothing is prefetched in
 //    software. On AMD Zen 4 a 512-bit vcvtph2ps from memory streams F16 weights from DRAM
 //    about 10% slower than two 256-bit ones (measured), and its prefetchers keep up alone.
+//    Not on Zen 5: there the prefetched loop decodes F16 at 86-92% of the probe against
+//    74-84% plain (clone bench, TinyLlama-shaped F16, 4 alternating rounds of each on a
+//    2-core EPYC VM); F32, Q8_0 and Q4_0 read alike both ways there (medians 91-99%).
 //  - kPrefetched: full vectors and a software prefetch kPrefetchBytes ahead. On the Intel
 //    Xeon (Sapphire/Emerald Rapids VM) the F16 row loop runs ~4x the instructions per byte of
 //    the F32 one, so the out-of-order window reaches only ~2 KB ahead into memory, and the
@@ -254,13 +257,13 @@ DotKernel DotKernelHere(DType t) {
   switch (t) {
     case DType::F32:
 #if HWY_ARCH_X86
-      if (!detail::cpu_is_amd())
+      if (!detail::plain_streams())
         return {NoPrepare, nullptr, RowsFloat<float, Stream::kPrefetched>, "f32 (prefetched)", 4};
 #endif
       return {NoPrepare, nullptr, RowsFloat<float, Stream::kPlain>, "f32", 4};
     case DType::F16:
 #if HWY_ARCH_X86
-      if (!detail::cpu_is_amd())
+      if (!detail::plain_streams())
         return {NoPrepare, nullptr, RowsFloat<uint16_t, Stream::kPrefetched>, "f16 (prefetched)",
                 8};
 #endif

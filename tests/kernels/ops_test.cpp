@@ -316,15 +316,15 @@ TEST(Matmul, AllTypesAwkwardShapes) {
   });
 }
 
-TEST(Matmul, RowsStreamAlikeOnEveryCpuMaker) {
+TEST(Matmul, RowsStreamAlikeOnEveryCpu) {
   // Decode rows are read with software prefetch (and F16 with full-width conversion) except
-  // on AMD (matvec.cpp, arch/x86/matvec_vnni.cpp); both ways must agree with the reference
+  // on AMD before Zen 5 (dispatch.h: plain_streams()); both ways must agree with the reference
   // on every target, whichever CPU runs the test. One token (the prefetched loops) and a few;
   // rows long enough for the unrolled loops, with tails of every length; packed tiles too.
   ThreadPool pool(2);
-  for (bool amd : {false, true}) {
-    detail::force_cpu_is_amd(amd);
-    SCOPED_TRACE(amd ? "as AMD" : "as not AMD");
+  for (bool plain : {false, true}) {
+    detail::force_plain_streams(plain);
+    SCOPED_TRACE(plain ? "plain streams" : "prefetched streams");
     for_each_target([&] {
       uint32_t seed = 500;
       for (DType t : {DType::F16, DType::F32})
@@ -338,7 +338,7 @@ TEST(Matmul, RowsStreamAlikeOnEveryCpuMaker) {
               check_matmul(t, n, 37, cols, &pool, false, 1.0f, seed++, packed);
     });
   }
-  detail::force_cpu_vendor_reset();
+  detail::force_plain_streams_reset();
 }
 
 TEST(Matmul, PackedWeightsServeEveryTarget) {

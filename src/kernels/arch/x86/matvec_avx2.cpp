@@ -265,11 +265,12 @@ CLONE_AVX2 void rows(const DotArgs& a, int64_t r0, int64_t r1) {
 
 // Up to 4 tokens, like the portable int16 kernels they replace (the GEMM beyond).
 DotKernel avx2_dot_q8_0() {
-  if (!cpu_is_amd()) return {prepared_bytes, prepare, rows<Q8, true>, "q8_0 (avx2, prefetched)", 4};
+  if (!plain_streams())
+    return {prepared_bytes, prepare, rows<Q8, true>, "q8_0 (avx2, prefetched)", 4};
   return {prepared_bytes, prepare, rows<Q8, false>, "q8_0 (avx2)", 4};
 }
 DotKernel avx2_dot_q4_0() {
-  if (!cpu_is_amd())
+  if (!plain_streams())
     return {prepared_bytes, prepare_q4, rows<Q4, true>, "q4_0 (avx2, prefetched)", 4};
   return {prepared_bytes, prepare_q4, rows<Q4, false>, "q4_0 (avx2)", 4};
 }

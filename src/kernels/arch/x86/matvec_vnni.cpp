@@ -458,7 +458,7 @@ DotKernel vnni_dot_q4_0() {
   return {prepared_bytes<Q4>, Q4::prepare, rows<Q4>, "q4_0 (avx512 vnni)", kVnniMaxTokens};
 }
 PackedKernel vnni_packed_q8_0() {
-  if (!cpu_is_amd())
+  if (!plain_streams())
     return {packed_prepared_bytes, packed_prepare<0>, packed_groups<PackedQ8, true>,
             "q8_0x16 (avx512 vnni, prefetched)"};
   return {packed_prepared_bytes, packed_prepare<0>, packed_groups<PackedQ8>,
@@ -483,7 +483,7 @@ CLONE_VNNI float vnni_int8_chains(size_t iters, int32_t seed, double* ops) {
 }
 
 PackedKernel vnni_packed_q4_0() {
-  if (!cpu_is_amd())
+  if (!plain_streams())
     return {packed_prepared_bytes, packed_prepare<4>, packed_groups<PackedQ4, true>,
             "q4_0x16 (avx512 vnni, prefetched)"};
   return {packed_prepared_bytes, packed_prepare<4>, packed_groups<PackedQ4>,
