@@ -1,5 +1,5 @@
 // AVX2 dot kernels for Q8_0 and Q4_0 weights against 8-bit quantized activations, for x86
-// machines without AVX-512 (the portable int16 kernels in matvec.cpp widen every weight
+// machines without AVX-512 VNNI (the portable int16 kernels in matvec.cpp widen every weight
 // and activation to 16 bits, which on AVX2 left Q4_0 decode at ~39% and Q8_0 at ~51% of the
 // read bandwidth). Per 32-block: the weights as 32 signed bytes (Q4_0: nibbles minus 8),
 // then vpmaddubsw (u8 x s8 pairs summed into int16) on |w| and sign(x, w) = x * sign(w),
