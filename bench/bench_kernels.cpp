@@ -286,7 +286,6 @@ void BM_PoolParallelFor(benchmark::State& st) {
   benchmark::DoNotOptimize(sink.data());
 }
 
-// A small model's matmul (width 256, F32): is it arithmetic or thread overhead?
 // Decode from cache (one copy of the weights, small enough for the L2 of the threads that
 // share it): the kernel's compute ceiling. Decode from DRAM is bound by memory only where
 // this is well above the read bandwidth (BM_CachedDecode against the machine line).
@@ -305,20 +304,6 @@ void BM_CachedDecode(benchmark::State& st, DType t) {
       static_cast<double>(w.bytes_each) * static_cast<double>(st.iterations()) / 1e9,
       benchmark::Counter::kIsRate);
   st.SetLabel(std::string(dtype_name(t)) + " on " + simd_target_name());
-}
-
-void BM_SmallDecode(benchmark::State& st) {
-  const int64_t rows = st.range(0), cols = st.range(1);
-  const WeightSet w = make_set(DType::F32, rows, cols, 0);
-  const auto x = random_floats(static_cast<size_t>(cols));
-  std::vector<float> y(static_cast<size_t>(rows));
-  for (auto _ : st) {
-    matmul(w.at(0), x.data(), 1, y.data(), &pool());
-    benchmark::DoNotOptimize(y.data());
-  }
-  st.counters["GB/s"] = benchmark::Counter(
-      static_cast<double>(w.bytes_each) * static_cast<double>(st.iterations()) / 1e9,
-      benchmark::Counter::kIsRate);
 }
 
 void DecodeShapes(benchmark::internal::Benchmark* b) {
@@ -392,7 +377,12 @@ BENCHMARK_CAPTURE(BM_CachedDecode, q4_0, DType::Q4_0)
     ->Args({1024, 2048, 0})
     ->Args({1024, 2048, 1})
     ->UseRealTime();
-BENCHMARK(BM_SmallDecode)->Args({256, 256})->Args({768, 256})->Args({256, 768})->UseRealTime();
+// A small model's matmul (width 256, F32): is it arithmetic or thread overhead?
+BENCHMARK_CAPTURE(BM_CachedDecode, f32_small, DType::F32)
+    ->Args({256, 256, 0})
+    ->Args({768, 256, 0})
+    ->Args({256, 768, 0})
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace cln::kernels
