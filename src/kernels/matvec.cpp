@@ -273,7 +273,7 @@ DotKernel DotKernelHere(DType t) {
       return detail::x86::vnni_dot_q8_0();
 #elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
       // AVX-512 without VNNI too: its int16 kernel is compute-bound (BM_CachedDecode,
-      // CLONE_SIMD=AVX3: Q8_0 55-58 GB/s, Q4_0 25-30 against 70-73 and 46-47 with these).
+      // CLONE_SIMD=AVX3: Q8_0 55-58 GB/s, Q4_0 25-30 against 61-65 and 38-49 with these).
       return detail::x86::avx2_dot_q8_0();
 #else
       return {PreparedBytesQ16, PrepareQ16, RowsQ<BlockQ8_0>, "q8_0 (i16)", 4};

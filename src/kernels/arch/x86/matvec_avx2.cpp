@@ -31,13 +31,14 @@ constexpr int64_t kChunkRows = 16;        // rows per chunk before moving on to 
 constexpr int64_t kPrefetchBytes = 2048;  // one-token rows: see matvec.cpp's Stream
 
 // Prepared token: int8 q[blocks * 32], then float d[blocks], then int32 s8[blocks] = 8 x the
-// sum of the block's q (Q4_0's offset, see the file comment).
+// sum of the block's q (Q4_0's offset, see the file comment; written only with kSums).
 size_t prepared_bytes(int64_t cols) {
   return static_cast<size_t>(cols / kQK) * (kQK + sizeof(float) + sizeof(int32_t));
 }
 
 // Each 32-block to 8 bits: d = amax / 127, q = x / d rounded to nearest even (MXCSR), as
 // the AVX-512 kernels and the reference bound (matvec.h).
+template <bool kSums>
 CLONE_AVX2 void prepare(const float* x, int64_t cols, uint8_t* out) {
   const int64_t nb = cols / kQK;
   auto* q = reinterpret_cast<int8_t*>(out);
@@ -65,6 +66,7 @@ CLONE_AVX2 void prepare(const float* x, int64_t cols, uint8_t* out) {
     const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * kQK),
                         _mm256_permutevar8x32_epi32(p, order));
+    if constexpr (!kSums) continue;
     // Sum of the 32 bytes: vpmaddubsw with ones (unsigned) on q (signed), then vpmaddwd.
     const __m256i s =
         _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), p), _mm256_set1_epi16(1));
@@ -84,7 +86,7 @@ CLONE_AVX2 void prepare(const float* x, int64_t cols, uint8_t* out) {
 constexpr int kLaneBlock[8] = {0, 2, 4, 6, 1, 3, 5, 7};
 
 CLONE_AVX2 void prepare_q4(const float* x, int64_t cols, uint8_t* out) {
-  prepare(x, cols, out);
+  prepare<true>(x, cols, out);
   const int64_t nb = cols / kQK;
   auto* q = reinterpret_cast<int8_t*>(out);
   auto* d = reinterpret_cast<float*>(out + nb * kQK);
@@ -266,8 +268,8 @@ CLONE_AVX2 void rows(const DotArgs& a, int64_t r0, int64_t r1) {
 // Up to 4 tokens, like the portable int16 kernels they replace (the GEMM beyond).
 DotKernel avx2_dot_q8_0() {
   if (!plain_streams())
-    return {prepared_bytes, prepare, rows<Q8, true>, "q8_0 (avx2, prefetched)", 4};
-  return {prepared_bytes, prepare, rows<Q8, false>, "q8_0 (avx2)", 4};
+    return {prepared_bytes, prepare<false>, rows<Q8, true>, "q8_0 (avx2, prefetched)", 4};
+  return {prepared_bytes, prepare<false>, rows<Q8, false>, "q8_0 (avx2)", 4};
 }
 DotKernel avx2_dot_q4_0() {
   if (!plain_streams())
