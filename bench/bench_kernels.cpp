@@ -328,6 +328,8 @@ BENCHMARK_CAPTURE(BM_Decode, f32, DType::F32, false)->Apply(DecodeShapes);
 BENCHMARK_CAPTURE(BM_Decode, f16, DType::F16, false)->Apply(DecodeShapes);
 BENCHMARK_CAPTURE(BM_Decode, q8_0, DType::Q8_0, false)->Apply(DecodeShapes);
 BENCHMARK_CAPTURE(BM_Decode, q4_0, DType::Q4_0, false)->Apply(DecodeShapes);
+BENCHMARK_CAPTURE(BM_Decode, f32_packed, DType::F32, true)->Apply(DecodeShapes);
+BENCHMARK_CAPTURE(BM_Decode, f16_packed, DType::F16, true)->Apply(DecodeShapes);
 BENCHMARK_CAPTURE(BM_Decode, q8_0_packed, DType::Q8_0, true)->Apply(DecodeShapes);
 BENCHMARK_CAPTURE(BM_Decode, q4_0_packed, DType::Q4_0, true)->Apply(DecodeShapes);
 BENCHMARK_CAPTURE(BM_ModelDecode, f16, DType::F16, false)
@@ -337,6 +339,9 @@ BENCHMARK_CAPTURE(BM_ModelDecode, q8_0, DType::Q8_0, false)
     ->Unit(benchmark::kMillisecond)
     ->UseManualTime();
 BENCHMARK_CAPTURE(BM_ModelDecode, q4_0, DType::Q4_0, false)
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime();
+BENCHMARK_CAPTURE(BM_ModelDecode, f16_packed, DType::F16, true)
     ->Unit(benchmark::kMillisecond)
     ->UseManualTime();
 BENCHMARK_CAPTURE(BM_ModelDecode, q8_0_packed, DType::Q8_0, true)
@@ -349,6 +354,8 @@ BENCHMARK_CAPTURE(BM_Prefill, f32, DType::F32, false)->Apply(PrefillShapes);
 BENCHMARK_CAPTURE(BM_Prefill, f16, DType::F16, false)->Apply(PrefillShapes);
 BENCHMARK_CAPTURE(BM_Prefill, q8_0, DType::Q8_0, false)->Apply(PrefillShapes);
 BENCHMARK_CAPTURE(BM_Prefill, q4_0, DType::Q4_0, false)->Apply(PrefillShapes);
+BENCHMARK_CAPTURE(BM_Prefill, f32_packed, DType::F32, true)->Apply(PrefillShapes);
+BENCHMARK_CAPTURE(BM_Prefill, f16_packed, DType::F16, true)->Apply(PrefillShapes);
 BENCHMARK_CAPTURE(BM_Prefill, q8_0_packed, DType::Q8_0, true)->Apply(PrefillShapes);
 BENCHMARK_CAPTURE(BM_Prefill, q4_0_packed, DType::Q4_0, true)->Apply(PrefillShapes);
 BENCHMARK(BM_GemmF32)
@@ -367,8 +374,14 @@ BENCHMARK(BM_Attention)
 BENCHMARK(BM_PoolRun)->UseRealTime();
 BENCHMARK(BM_PoolParallelFor)->UseRealTime();
 // 1024 x 2048: 8 MiB of F32 (L3), 1.1 MiB of Q4_0 (L2); the last argument packs the weights.
-BENCHMARK_CAPTURE(BM_CachedDecode, f32, DType::F32)->Args({1024, 2048, 0})->UseRealTime();
-BENCHMARK_CAPTURE(BM_CachedDecode, f16, DType::F16)->Args({1024, 2048, 0})->UseRealTime();
+BENCHMARK_CAPTURE(BM_CachedDecode, f32, DType::F32)
+    ->Args({1024, 2048, 0})
+    ->Args({1024, 2048, 1})
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_CachedDecode, f16, DType::F16)
+    ->Args({1024, 2048, 0})
+    ->Args({1024, 2048, 1})
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_CachedDecode, q8_0, DType::Q8_0)
     ->Args({1024, 2048, 0})
     ->Args({1024, 2048, 1})

@@ -4,9 +4,12 @@
 //       pack op(B)[KC, NC] into micro-panels [KC][NR]    (dequantizing weights here, once)
 //       for each micro-panel of MR rows of op(A)            (packed once up front: [KC][MR])
 //         for each micro-panel of op(B): an MR x NR register tile accumulates over KC.
-// op(A) is packed once per call into a buffer all threads share; for matmul that is the
-// activations, so each thread dequantizes only its own weight rows and reuses them across
-// every token.
+// For matmul, op(A) is the activations, read in place from their rows (a row-major A needs
+// no packing: the tile broadcasts one value per row); a transposed A (training) is packed
+// once per call into a buffer all threads share. Each thread converts only its own weight
+// rows and reuses them across every token. Weights packed at load in column panels
+// (packed.h) already are B micro-panels over the whole K: F32 ones are read in place, F16
+// ones converted in one streaming pass per block, with no transposing.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/gemm.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -14,6 +17,7 @@
 #include "hwy/highway.h"
 #include "kernels/gemm.h"
 #include "kernels/hwy_util-inl.h"
+#include "kernels/packed.h"
 #include "kernels/quant-inl.h"
 #include "kernels/scratch.h"
 
@@ -65,12 +69,13 @@ HWY_INLINE void Update(DF df, hn::Vec<DF> acc, float* HWY_RESTRICT c, int64_t co
   }
 }
 
-// The micro-kernel: C[MR, nvalid] (+)= alpha * Ap[kc][kMR]^T . Bp[kc][nr_stride], using the
-// first NV vectors of each packed B row. Accumulators are named locals (see hwy_util-inl.h).
-template <int MR, int NV>
-HWY_NOINLINE void Tile(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t kc,
-                       int64_t nr_stride, float* HWY_RESTRICT c, int64_t ldc, int64_t nvalid,
-                       bool first, float alpha, float beta) {
+// The micro-kernel: C[MR, nvalid] (+)= alpha * A[MR, kc] . Bp[kc][nr_stride], using the
+// first NV vectors of each B row. A is a packed micro-panel (a[k * kMR + i]) or, when kRowsA,
+// MR rows of lda floats (a[i * lda + k]). Accumulators are named locals (see hwy_util-inl.h).
+template <int MR, int NV, bool kRowsA>
+HWY_NOINLINE void Tile(const float* HWY_RESTRICT a, int64_t lda, const float* HWY_RESTRICT b,
+                       int64_t kc, int64_t nr_stride, float* HWY_RESTRICT c, int64_t ldc,
+                       int64_t nvalid, bool first, float alpha, float beta) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
 #define CLONE_ACC(i)                                                           \
@@ -83,18 +88,20 @@ HWY_NOINLINE void Tile(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b,
   CLONE_ACC(4)
   CLONE_ACC(5)
 #undef CLONE_ACC
-  for (int64_t k = 0; k < kc; ++k, a += kMR, b += nr_stride) {
+  const float* HWY_RESTRICT ar[6];
+  for (int i = 0; i < 6; ++i) ar[i] = a + (kRowsA && i < MR ? i * lda : 0);
+  for (int64_t k = 0; k < kc; ++k, b += nr_stride) {
     const auto b0 = hn::Load(df, b);
     const auto b1 = NV > 1 ? hn::Load(df, b + N) : b0;
     const auto b2 = NV > 2 ? hn::Load(df, b + 2 * N) : b0;
     const auto b3 = NV > 3 ? hn::Load(df, b + 3 * N) : b0;
-#define CLONE_ROW(i)                                             \
-  if constexpr (MR > i) {                                        \
-    const auto av = hn::Set(df, a[i]);                           \
-    c##i##0 = hn::MulAdd(av, b0, c##i##0);                       \
-    if constexpr (NV > 1) c##i##1 = hn::MulAdd(av, b1, c##i##1); \
-    if constexpr (NV > 2) c##i##2 = hn::MulAdd(av, b2, c##i##2); \
-    if constexpr (NV > 3) c##i##3 = hn::MulAdd(av, b3, c##i##3); \
+#define CLONE_ROW(i)                                                 \
+  if constexpr (MR > i) {                                            \
+    const auto av = hn::Set(df, kRowsA ? ar[i][k] : a[k * kMR + i]); \
+    c##i##0 = hn::MulAdd(av, b0, c##i##0);                           \
+    if constexpr (NV > 1) c##i##1 = hn::MulAdd(av, b1, c##i##1);     \
+    if constexpr (NV > 2) c##i##2 = hn::MulAdd(av, b2, c##i##2);     \
+    if constexpr (NV > 3) c##i##3 = hn::MulAdd(av, b3, c##i##3);     \
   }
     CLONE_ROW(0)
     CLONE_ROW(1)
@@ -121,31 +128,34 @@ HWY_NOINLINE void Tile(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b,
 #undef CLONE_STORE
 }
 
-using TileFn = void (*)(const float*, const float*, int64_t, int64_t, float*, int64_t, int64_t,
-                        bool, float, float);
+using TileFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t,
+                        int64_t, bool, float, float);
 
-template <int MR>
+template <int MR, bool kRowsA>
 constexpr TileFn TileFor(int nv) {
-  return nv >= 4 ? Tile < MR, kNV >= 4 ? 4 : kNV > : nv == 3 ? Tile < MR,
-         kNV >= 3 ? 3 : kNV >
-     : nv == 2 ? Tile<MR, 2>
-               : Tile<MR, 1>;
+  constexpr int kNV4 = kNV >= 4 ? 4 : kNV, kNV3 = kNV >= 3 ? 3 : kNV;
+  return nv >= 4   ? Tile<MR, kNV4, kRowsA>
+         : nv == 3 ? Tile<MR, kNV3, kRowsA>
+         : nv == 2 ? Tile<MR, 2, kRowsA>
+                   : Tile<MR, 1, kRowsA>;
 }
 
+template <bool kRowsA>
 HWY_INLINE TileFn PickTile(int mr, int nv) {
+  constexpr int kMR5 = kMR >= 5 ? 5 : kMR;
   switch (mr) {
     case 1:
-      return TileFor<1>(nv);
+      return TileFor<1, kRowsA>(nv);
     case 2:
-      return TileFor<2>(nv);
+      return TileFor<2, kRowsA>(nv);
     case 3:
-      return TileFor<3>(nv);
+      return TileFor<3, kRowsA>(nv);
     case 4:
-      return TileFor<4>(nv);
+      return TileFor<4, kRowsA>(nv);
     case 5:
-      return TileFor < kMR >= 5 ? 5 : kMR > (nv);
+      return TileFor<kMR5, kRowsA>(nv);
     default:
-      return TileFor<kMR>(nv);
+      return TileFor<kMR, kRowsA>(nv);
   }
 }
 
@@ -236,27 +246,68 @@ void PackB(const GemmArgs& g, int64_t pc, int64_t kc, int64_t j0, int64_t nc, in
   }
 }
 
-// C rows [i0, i1) (multiples of kMR but the last), columns [j0, j1), all of K.
+// The weights' column panels (packed.h) when the GEMM reads them, else null.
+HWY_INLINE const PackedWeights* Panels(const GemmArgs& g) {
+  return g.w != nullptr && g.w->packed != nullptr && detail::is_panel_layout(g.w->packed->layout())
+             ? g.w->packed
+             : nullptr;
+}
+
+// One K block of op(B) columns [jc, jc + nc) as the tile reads it: micro-panel columns
+// [j, j + w) of panel j / panel_w start at p + (j / panel_w) * panel_step + j % panel_w,
+// one row of panel_w floats per k.
+struct BBlock {
+  const float* p;
+  int64_t panel_w, panel_step;
+};
+
+// F32 panels are read in place; F16 ones are converted (one contiguous run per panel);
+// anything else is packed by PackB. jc is a multiple of 64 for panels.
+BBlock LoadB(const GemmArgs& g, const PackedWeights* panels, int64_t pc, int64_t kc, int64_t jc,
+             int64_t nc, int64_t nr, float* HWY_RESTRICT bp, float* HWY_RESTRICT tmp) {
+  constexpr int64_t R = detail::kPanelRows;
+  if (panels == nullptr) {
+    PackB(g, pc, kc, jc, nc, nr, bp, tmp);
+    return {bp, nr, kc * nr};
+  }
+  const int64_t p0 = jc / R, step = g.K * R;
+  if (g.w->type == DType::F32)
+    return {reinterpret_cast<const float*>(panels->data()) + p0 * step + pc * R, R, step};
+  const auto* h = reinterpret_cast<const uint16_t*>(panels->data());
+  for (int64_t p = 0; p * R < nc; ++p)
+    DequantizeF16(h + (p0 + p) * step + pc * R, bp + p * kc * R, kc * R);
+  return {bp, R, kc * R};
+}
+
+// C rows [i0, i1) (multiples of kMR but the last), columns [j0, j1), all of K. op(A) comes
+// from ap (packed by PackA) or, when ap is null, from A's rows.
 void Compute(const GemmArgs& g, const float* ap, int64_t m_pad, int64_t i0, int64_t i1, int64_t j0,
              int64_t j1) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df)), nr = kNV * N;
-  const int64_t nc_max = (kNC + nr - 1) / nr * nr;
+  const PackedWeights* panels = Panels(g);
+  const int64_t nc_max = panels != nullptr ? kNC : (kNC + nr - 1) / nr * nr;
   float* bp = detail::scratch_as<float>(ScratchSlot::kPackedB, static_cast<size_t>(kKC * nc_max));
   float* tmp = detail::scratch_as<float>(ScratchSlot::kRowTemp, static_cast<size_t>(8 * kKC));
   for (int64_t jc = j0; jc < j1; jc += nc_max) {
     const int64_t nc = j1 - jc < nc_max ? j1 - jc : nc_max;
     for (int64_t pc = 0; pc < g.K; pc += kKC) {
       const int64_t kc = g.K - pc < kKC ? g.K - pc : kKC;
-      PackB(g, pc, kc, jc, nc, nr, bp, tmp);
+      const BBlock b = LoadB(g, panels, pc, kc, jc, nc, nr, bp, tmp);
       for (int64_t i = i0; i < i1; i += kMR) {
         const int mr = static_cast<int>(i1 - i < kMR ? i1 - i : kMR);
-        const float* a = ap + pc * m_pad + (i / kMR) * kc * kMR;
-        for (int64_t jr = 0; jr < nc; jr += nr) {
-          const int64_t nvalid = nc - jr < nr ? nc - jr : nr;
-          const int nv = static_cast<int>((nvalid + N - 1) / N);
-          PickTile(mr, nv)(a, bp + (jr / nr) * kc * nr, kc, nr, g.C + i * g.ldc + jc + jr, g.ldc,
-                           nvalid, pc == 0, g.alpha, g.beta);
+        const float* a =
+            ap != nullptr ? ap + pc * m_pad + (i / kMR) * kc * kMR : g.A + i * g.lda + pc;
+        for (int64_t jp = 0; jp < nc; jp += b.panel_w) {
+          const float* panel = b.p + (jp / b.panel_w) * b.panel_step;
+          for (int64_t jr = 0; jr < b.panel_w && jp + jr < nc; jr += nr) {
+            int64_t nvalid = nc - jp - jr < nr ? nc - jp - jr : nr;
+            if (nvalid > b.panel_w - jr) nvalid = b.panel_w - jr;
+            const int nv = static_cast<int>((nvalid + N - 1) / N);
+            const TileFn tile = ap != nullptr ? PickTile<false>(mr, nv) : PickTile<true>(mr, nv);
+            tile(a, g.lda, panel + jr, kc, b.panel_w, g.C + i * g.ldc + jc + jp + jr, g.ldc, nvalid,
+                 pc == 0, g.alpha, g.beta);
+          }
         }
       }
     }
@@ -267,19 +318,26 @@ void GemmHere(const GemmArgs& g, ThreadPool* pool) {
   const DF df;
   const int64_t nr = kNV * static_cast<int64_t>(hn::Lanes(df));
   const int64_t panels = (g.M + kMR - 1) / kMR, m_pad = panels * kMR;
-  float* ap = detail::scratch_as<float>(ScratchSlot::kPackedA, static_cast<size_t>(m_pad * g.K));
+  // Column chunks start on panel boundaries: the packed ones' (64) or the tile's (nr).
+  const int64_t col_align = Panels(g) != nullptr ? detail::kPanelRows : nr;
+  // Only a transposed A is packed (its columns would be strided loads in the tile).
+  float* ap =
+      g.trans_a ? detail::scratch_as<float>(ScratchSlot::kPackedA, static_cast<size_t>(m_pad * g.K))
+                : nullptr;
   const int nth = pool != nullptr ? pool->size() : 1;
   // Chunks of the columns of op(B) (each packs only its own columns) unless there are too
   // few; then chunks of the rows of op(A), each packing all of op(B).
-  const bool split_n = g.N >= 2 * nr * nth || panels < nth;
+  const bool split_n = g.N >= 2 * col_align * nth || panels < nth;
   if (nth == 1) {
-    PackA(g, ap, m_pad, 0, panels);
+    if (ap != nullptr) PackA(g, ap, m_pad, 0, panels);
     Compute(g, ap, m_pad, 0, g.M, 0, g.N);
     return;
   }
-  pool->parallel_for(panels, 1, [&](int64_t b, int64_t e) { PackA(g, ap, m_pad, b, e); });
+  if (ap != nullptr)
+    pool->parallel_for(panels, 1, [&](int64_t b, int64_t e) { PackA(g, ap, m_pad, b, e); });
   if (split_n) {
-    pool->parallel_for(g.N, nr, [&](int64_t b, int64_t e) { Compute(g, ap, m_pad, 0, g.M, b, e); });
+    pool->parallel_for(g.N, col_align,
+                       [&](int64_t b, int64_t e) { Compute(g, ap, m_pad, 0, g.M, b, e); });
   } else {
     pool->parallel_for(panels, 1, [&](int64_t b, int64_t e) {
       Compute(g, ap, m_pad, b * kMR, e * kMR < g.M ? e * kMR : g.M, 0, g.N);

@@ -17,29 +17,49 @@ namespace {
 // pool would cost more than it saves.
 constexpr size_t kMinParallelBytes = 32 << 10;
 
-// Packed weights (pack_weights): integer dot products for any number of tokens.
+// Packed weights (pack_weights) through their own kernel: integer dot products for any
+// number of tokens (Q8_0 / Q4_0 tiles), or few tokens against F32 / F16 column panels.
 void matmul_packed(const detail::PackedKernel& k, const Matrix& w, const float* x, int64_t n,
                    float* y, ThreadPool* pool, bool accumulate, float scale) {
-  const size_t stride = (k.prepared_bytes(w.cols) + 63) / 64 * 64;
-  auto* px = detail::scratch_as<uint8_t>(detail::ScratchSlot::kActivations,
-                                         stride * static_cast<size_t>(n));
   const bool threaded = pool != nullptr && pool->size() > 1;
-  const auto prepare = [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t)
-      k.prepare(x + t * w.cols, w.cols, px + stride * static_cast<size_t>(t));
-  };
-  if (threaded && n >= 8) {
-    pool->parallel_for(n, 1, [&](int64_t b, int64_t e) { prepare(b, e); });
-  } else {
-    prepare(0, n);
+  const size_t stride = (k.prepared_bytes(w.cols) + 63) / 64 * 64;
+  uint8_t* px = nullptr;
+  if (k.prepare != nullptr) {
+    px = detail::scratch_as<uint8_t>(detail::ScratchSlot::kActivations,
+                                     stride * static_cast<size_t>(n));
+    const auto prepare = [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        k.prepare(x + t * w.cols, w.cols, px + stride * static_cast<size_t>(t));
+    };
+    if (threaded && n >= 8) {
+      pool->parallel_for(n, 1, [&](int64_t b, int64_t e) { prepare(b, e); });
+    } else {
+      prepare(0, n);
+    }
   }
-  const detail::PackedArgs a{&w, px, stride, n, y, w.rows, accumulate, scale};
-  const int64_t groups = detail::packed_groups(w.rows);
+  const detail::PackedArgs a{&w, x, px, stride, n, y, w.rows, accumulate, scale};
+  const int64_t groups = detail::packed_groups(w.rows, k.group_rows);
   if (!threaded || (n == 1 && w.packed->bytes() < kMinParallelBytes)) {
     k.groups(a, 0, groups);
     return;
   }
   pool->parallel_for(groups, 1, [&](int64_t b, int64_t e) { k.groups(a, b, e); });
+}
+
+void gemm_weights(const Matrix& w, const float* x, int64_t n, float* y, ThreadPool* pool,
+                  bool accumulate, float scale) {
+  detail::GemmArgs g;
+  g.M = n;
+  g.N = w.rows;
+  g.K = w.cols;
+  g.alpha = scale;
+  g.A = x;
+  g.lda = w.cols;
+  g.w = &w;
+  g.beta = accumulate ? 1.0f : 0.0f;
+  g.C = y;
+  g.ldc = w.rows;
+  detail::gemm(g, pool);
 }
 
 void check_matrix(const Matrix& w) {
@@ -62,29 +82,19 @@ void matmul(const Matrix& w, const float* x, int64_t n, float* y, ThreadPool* po
     return;
   }
   if (w.packed != nullptr) {
-    if (w.packed->layout() != detail::packed_layout_for(w.type) &&
-        detail::packed_layout_for(w.type) != 0)
+    if (w.packed->layout() == detail::kNotPacked ||
+        detail::packed_layout_type(w.packed->layout()) != w.type)
       fail("matmul: packed weights do not match the matrix type ", dtype_name(w.type));
     const detail::PackedKernel k = detail::packed_kernel(w.packed->layout());
-    if (k.groups != nullptr) return matmul_packed(k, w, x, n, y, pool, accumulate, scale);
+    if (k.groups != nullptr && (k.max_tokens == 0 || n <= k.max_tokens))
+      return matmul_packed(k, w, x, n, y, pool, accumulate, scale);
+    // Panels: the GEMM reads them in place for many tokens.
+    if (detail::is_panel_layout(w.packed->layout()))
+      return gemm_weights(w, x, n, y, pool, accumulate, scale);
     // No kernel for this layout on the current target: the GGUF bytes serve.
   }
   const detail::DotKernel k = detail::dot_kernel(w.type);
-  if (n > k.max_tokens) {
-    detail::GemmArgs g;
-    g.M = n;
-    g.N = w.rows;
-    g.K = w.cols;
-    g.alpha = scale;
-    g.A = x;
-    g.lda = w.cols;
-    g.w = &w;
-    g.beta = accumulate ? 1.0f : 0.0f;
-    g.C = y;
-    g.ldc = w.rows;
-    detail::gemm(g, pool);
-    return;
-  }
+  if (n > k.max_tokens) return gemm_weights(w, x, n, y, pool, accumulate, scale);
 
   detail::DotArgs a{&w, x, nullptr, 0, n, y, w.rows, accumulate, scale};
   const size_t pb = k.prepared_bytes(w.cols);

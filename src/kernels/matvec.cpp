@@ -18,6 +18,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/hwy_util-inl.h"
 #include "kernels/matvec.h"
+#include "kernels/packed.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace cln::kernels {
@@ -296,6 +297,13 @@ int PackedLayoutHere(DType t) {
   if (t == DType::Q4_0) return detail::kQ4_0x16;
   if (t == DType::Q8_0) return detail::kQ8_0x16;
 #endif
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  // F32 / F16 in column panels on AVX-512 (16 lanes: a panel row is 4 vectors, the GEMM's
+  // register tile): prefill reads them without transposing per call. Not where the plain
+  // row loops were measured best (AMD before Zen 5), whose decode stays as measured.
+  if ((t == DType::F32 || t == DType::F16) && !detail::plain_streams())
+    return t == DType::F32 ? detail::kF32x64 : detail::kF16x64;
+#endif
   (void)t;
   return detail::kNotPacked;
 }
@@ -322,6 +330,7 @@ int detail::packed_layout_for(DType t) {
   return HWY_DYNAMIC_DISPATCH(PackedLayoutHere)(t);
 }
 detail::PackedKernel detail::packed_kernel(int layout) {
+  if (detail::is_panel_layout(layout)) return detail::panel_kernel(layout);
   return HWY_DYNAMIC_DISPATCH(PackedKernelHere)(layout);
 }
 detail::DotKernel detail::dot_kernel(DType t) {

@@ -250,15 +250,21 @@ double matmul_tol(const Weights& w, const float* x, int64_t r, bool quantized_x,
   return std::fabs(scale) * (qerr + k * kEps * (prod + qerr)) + 2 * kEps * std::fabs(old) + 1e-30;
 }
 
+// pack: packed as this CPU (and the pinned target) would, or, with a layout, in that one.
 void check_matmul(DType t, int64_t n, int64_t rows, int64_t cols, ThreadPool* pool, bool accumulate,
-                  float scale, uint32_t seed, bool pack = false) {
+                  float scale, uint32_t seed, bool pack = false, int layout = -1) {
   SCOPED_TRACE(std::string(dtype_name(t)) + " n=" + std::to_string(n) +
                " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
                (accumulate ? " accumulate" : "") +
                " threads=" + std::to_string(pool ? pool->size() : 0));
   const Weights w = make_weights(t, rows, cols, seed);
   Matrix m = w.m();
-  const auto packed = pack ? pack_weights(m, pool) : nullptr;
+  const auto packed = !pack        ? nullptr
+                      : layout < 0 ? pack_weights(m, pool)
+                                   : detail::pack_weights_as(m, layout, pool);
+  if (layout > 0) {
+    EXPECT_NE(packed, nullptr);
+  }
   m.packed = packed.get();
   const bool packed_path =
       packed != nullptr && detail::packed_kernel(packed->layout()).groups != nullptr;
@@ -371,7 +377,35 @@ TEST(Matmul, PackedWeightsServeEveryTarget) {
     }
   }
   Matrix f32{DType::F32, nullptr, 4, 4};
-  EXPECT_EQ(pack_weights(f32), nullptr);
+  EXPECT_THROW(detail::pack_weights_as(f32, detail::kF32x64, nullptr), Error);
+  std::vector<float> v(16);
+  f32.data = v.data();
+  EXPECT_THROW(detail::pack_weights_as(f32, detail::kF16x64, nullptr), Error);  // wrong type
+}
+
+TEST(Matmul, PanelsOnEveryTarget) {
+  // F32 / F16 weights in column panels of 64 rows (packed.h), whichever CPU runs the test:
+  // few tokens through the panel kernel (1-2 tokens per pass, 4 vectors per slice), more
+  // through the GEMM reading the panels as its B micro-panels (in place or converted). Rows
+  // around the panel edges, K across the GEMM's K blocks (256), columns across its column
+  // blocks (512) and the thread split (aligned to panels), accumulate and scale.
+  ThreadPool pool3(3), pool1(1);
+  for_each_target([&] {
+    for (DType t : {DType::F32, DType::F16}) {
+      const int layout = t == DType::F32 ? detail::kF32x64 : detail::kF16x64;
+      uint32_t seed = 900;
+      for (int64_t n : {1, 2, 3, 4, 5, 8, 9, 33})
+        for (int64_t rows : {1, 63, 64, 65, 130})
+          for (int64_t cols : {1, 7, 100, 300})
+            check_matmul(t, n, rows, cols, &pool3, false, 1.0f, seed++, true, layout);
+      check_matmul(t, 70, 600, 544, &pool3, false, 1.0f, 20, true, layout);
+      check_matmul(t, 13, 1100, 96, &pool3, false, 1.0f, 21, true, layout);
+      check_matmul(t, 40, 129, 257, &pool1, true, -0.5f, 22, true, layout);
+      check_matmul(t, 2, 129, 257, &pool3, true, 2.0f, 23, true, layout);
+      check_matmul(t, 12, 70, 64, nullptr, true, 0.25f, 24, true, layout);
+      check_matmul(t, 1, 200, 2053, nullptr, false, 1.0f, 25, true, layout);
+    }
+  });
 }
 
 TEST(Matmul, QuantizedDecodeUsesIntegerKernelWhereAvailable) {

@@ -34,6 +34,7 @@ struct Opts {
   std::string format = "md";
   std::string out;
   std::string simd;
+  bool pack = true;
 };
 
 int run(const Opts& o) {
@@ -50,8 +51,8 @@ int run(const Opts& o) {
   std::vector<SpeedResult> rows;
   for (const auto& path : o.models) {
     std::fprintf(stderr, "[bench] %s ...\n", path.c_str());
-    rows.push_back(
-        measure_speed(Model::load(path), path.substr(path.find_last_of('/') + 1), o.s, lim));
+    rows.push_back(measure_speed(Model::load(path, o.pack), path.substr(path.find_last_of('/') + 1),
+                                 o.s, lim));
   }
   const Table t = speed_table(rows);
   const auto ends_with = [](const std::string& a, const std::string& b) {
@@ -65,11 +66,9 @@ int run(const Opts& o) {
                       {"fma_gflops", lim.fma_gflops},  {"int8_gops", lim.int8_gops},
                       {"int8_kind", lim.int8_kind},    {"threads", lim.threads},
                       {"simd_target", lim.simd_target}};
-    doc["options"] = {{"n_prompt", o.s.n_prompt},
-                      {"n_gen", o.s.n_gen},
-                      {"reps", o.s.reps},
-                      {"decode_reps", o.s.decode_reps},
-                      {"overhead", o.s.overhead}};
+    doc["options"] = {{"n_prompt", o.s.n_prompt}, {"n_gen", o.s.n_gen},
+                      {"reps", o.s.reps},         {"decode_reps", o.s.decode_reps},
+                      {"overhead", o.s.overhead}, {"pack", o.pack}};
     doc["models"] = nlohmann::json::parse(t.format("json"));
     const std::string text = doc.dump(1) + "\n";
     if (o.format == "json") std::fputs(text.c_str(), stdout);
@@ -115,6 +114,8 @@ const cln::cli::Register reg{
       app.add_option("--out", o->out, "also write the table to this file (.md/.csv/.json)");
       app.add_option("--simd", o->simd,
                      "run every kernel on this SIMD target (e.g. AVX2 on an AVX-512 machine)");
+      app.add_flag("!--no-pack", o->pack,
+                   "keep every matrix as the GGUF stores it (no load-time packing for this CPU)");
       app.add_flag("!--no-overhead", o->s.overhead,
                    "skip the 1-thread run that measures parallel overhead");
       return [o] { return run(*o); };

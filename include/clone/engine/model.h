@@ -1,8 +1,9 @@
 // A Llama-family model's weights, bound to the tensors the schema (schema.h) lists for its
 // config. Loaded from GGUF, weights stay in the memory-mapped file (no copy), except small
 // norm vectors, which are kept as F32; where this CPU has faster kernels for a rearranged
-// layout (Q4_0/Q8_0 with AVX-512 VNNI), each matrix is packed once at load and its mapped
-// pages are released, so memory still holds one copy. A model can also view F32 weights
+// layout (Q4_0/Q8_0 with AVX-512 VNNI; F32/F16 column panels with AVX-512), each matrix is
+// packed once at load and its mapped pages are released, so memory still holds one copy
+// (a tied output head keeps both: the embedding lookup reads the GGUF rows). A model can also view F32 weights
 // held elsewhere (the trainer's tensors), so the engine runs what is being trained.
 #pragma once
 

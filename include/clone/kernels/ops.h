@@ -14,6 +14,10 @@
 namespace cln::kernels {
 
 class PackedWeights;
+struct Matrix;
+namespace detail {
+std::unique_ptr<PackedWeights> pack_weights_as(const Matrix& w, int layout, ThreadPool* pool);
+}  // namespace detail
 
 // A weight matrix as GGUF stores it: `rows` rows of `cols` values of `type`,
 // row r at data + r * dtype_row_bytes(type, cols). (GGUF ne = [cols, rows].)
@@ -30,7 +34,10 @@ struct Matrix {
 // Weights rearranged once, at load time, into the layout this CPU's fastest matmul kernels
 // read. On x86 with AVX-512 VNNI: Q4_0 and Q8_0 rows interleaved in groups of 16 (the same
 // bytes reordered, the same size), so one instruction serves 16 rows; matmul then runs
-// integer dot products for any number of tokens, at memory speed for decode.
+// integer dot products for any number of tokens, at memory speed for decode. With AVX-512
+// (but on AMD before Zen 5): F32 and F16 rows in column panels of 64 (the same values, the
+// same size), which prefill's GEMM reads as they are and decode streams with one broadcast
+// per column.
 class PackedWeights {
  public:
   ~PackedWeights();
@@ -41,17 +48,18 @@ class PackedWeights {
   size_t bytes() const { return bytes_; }
 
  private:
-  friend std::unique_ptr<PackedWeights> pack_weights(const Matrix& w, ThreadPool* pool);
+  friend std::unique_ptr<PackedWeights> detail::pack_weights_as(const Matrix& w, int layout,
+                                                                ThreadPool* pool);
   PackedWeights() = default;
   int layout_ = 0;
   uint8_t* data_ = nullptr;
   size_t bytes_ = 0;
 };
 
-// Packs w for this CPU, or returns null where no kernel gains from it (other CPUs, F32,
-// F16). Use it as  auto p = pack_weights(w);  w.packed = p.get();  and keep p alive while w
-// is used. The pages of w.data are not needed by matmul afterwards (a caller holding them
-// in an mmap may madvise(MADV_DONTNEED) them to keep resident memory at one copy).
+// Packs w for this CPU, or returns null where no kernel gains from it (other CPUs). Use it as  auto
+// p = pack_weights(w);  w.packed = p.get();  and keep p alive while w is used. The pages of w.data
+// are not needed by matmul afterwards (a caller holding them in an mmap may madvise(MADV_DONTNEED)
+// them to keep resident memory at one copy).
 std::unique_ptr<PackedWeights> pack_weights(const Matrix& w, ThreadPool* pool = nullptr);
 
 // Y = scale * X W^T, or Y += scale * X W^T when accumulate.
