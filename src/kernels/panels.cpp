@@ -32,15 +32,20 @@ HWY_INLINE hn::Vec<DP> LoadP(DP d, const uint16_t* HWY_RESTRICT p) {
 }
 
 // Vectors [v0, v0 + 4) of each panel row (rows v0 * N .. (v0 + 4) * N of the panel) against
-// T tokens (1 or 2): out_t[v0 * N ..] = sum over k of w[k][row] * x_t[k].
+// T tokens (1 to 4; token u's x at x + u * K): out[u * kR + v0 * N ..] = sum over k of
+// w[k][row] * x_u[k]. 4 x T accumulators, named (see hwy_util-inl.h).
 template <typename WT, int T>
-HWY_INLINE void Slice(const WT* HWY_RESTRICT panel, int64_t K, const float* HWY_RESTRICT x0,
-                      const float* HWY_RESTRICT x1, int64_t v0, float* HWY_RESTRICT out0,
-                      float* HWY_RESTRICT out1) {
+HWY_INLINE void Slice(const WT* HWY_RESTRICT panel, int64_t K, const float* HWY_RESTRICT x,
+                      int64_t v0, float* HWY_RESTRICT out) {
   const DP d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
-  auto b0 = hn::Zero(d), b1 = hn::Zero(d), b2 = hn::Zero(d), b3 = hn::Zero(d);
+#define CLONE_ACC(u) \
+  auto a##u##0 = hn::Zero(d), a##u##1 = hn::Zero(d), a##u##2 = hn::Zero(d), a##u##3 = hn::Zero(d);
+  CLONE_ACC(0)
+  CLONE_ACC(1)
+  CLONE_ACC(2)
+  CLONE_ACC(3)
+#undef CLONE_ACC
   constexpr int64_t kLineValues = 64 / static_cast<int64_t>(sizeof(WT));
   const WT* p = panel + v0 * N;
   for (int64_t k = 0; k < K; ++k, p += kR) {
@@ -50,34 +55,36 @@ HWY_INLINE void Slice(const WT* HWY_RESTRICT panel, int64_t K, const float* HWY_
     }
     const auto w0 = LoadP(d, p), w1 = LoadP(d, p + N), w2 = LoadP(d, p + 2 * N),
                w3 = LoadP(d, p + 3 * N);
-    const auto xa = hn::Set(d, x0[k]);
-    a0 = hn::MulAdd(w0, xa, a0);
-    a1 = hn::MulAdd(w1, xa, a1);
-    a2 = hn::MulAdd(w2, xa, a2);
-    a3 = hn::MulAdd(w3, xa, a3);
-    if constexpr (T == 2) {
-      const auto xb = hn::Set(d, x1[k]);
-      b0 = hn::MulAdd(w0, xb, b0);
-      b1 = hn::MulAdd(w1, xb, b1);
-      b2 = hn::MulAdd(w2, xb, b2);
-      b3 = hn::MulAdd(w3, xb, b3);
-    }
+#define CLONE_TOKEN(u)                        \
+  if constexpr (T > u) {                      \
+    const auto xu = hn::Set(d, x[u * K + k]); \
+    a##u##0 = hn::MulAdd(w0, xu, a##u##0);    \
+    a##u##1 = hn::MulAdd(w1, xu, a##u##1);    \
+    a##u##2 = hn::MulAdd(w2, xu, a##u##2);    \
+    a##u##3 = hn::MulAdd(w3, xu, a##u##3);    \
   }
-  float* o = out0 + v0 * N;
-  hn::StoreU(a0, d, o);
-  hn::StoreU(a1, d, o + N);
-  hn::StoreU(a2, d, o + 2 * N);
-  hn::StoreU(a3, d, o + 3 * N);
-  if constexpr (T == 2) {
-    o = out1 + v0 * N;
-    hn::StoreU(b0, d, o);
-    hn::StoreU(b1, d, o + N);
-    hn::StoreU(b2, d, o + 2 * N);
-    hn::StoreU(b3, d, o + 3 * N);
+    CLONE_TOKEN(0)
+    CLONE_TOKEN(1)
+    CLONE_TOKEN(2)
+    CLONE_TOKEN(3)
+#undef CLONE_TOKEN
   }
+#define CLONE_STORE(u)                 \
+  if constexpr (T > u) {               \
+    float* o = out + u * kR + v0 * N;  \
+    hn::StoreU(a##u##0, d, o);         \
+    hn::StoreU(a##u##1, d, o + N);     \
+    hn::StoreU(a##u##2, d, o + 2 * N); \
+    hn::StoreU(a##u##3, d, o + 3 * N); \
+  }
+  CLONE_STORE(0)
+  CLONE_STORE(1)
+  CLONE_STORE(2)
+  CLONE_STORE(3)
+#undef CLONE_STORE
 }
 
-// Panels [g0, g1) against all a.n tokens, two tokens per pass over a panel.
+// Panels [g0, g1) against all a.n tokens, up to four tokens per pass over a panel.
 template <typename WT>
 void PanelGroups(const PackedArgs& a, int64_t g0, int64_t g1) {
   const Matrix& w = *a.w;
@@ -85,22 +92,30 @@ void PanelGroups(const PackedArgs& a, int64_t g0, int64_t g1) {
   const DP d;
   const int64_t V = kR / static_cast<int64_t>(hn::Lanes(d));
   const auto* base = reinterpret_cast<const WT*>(w.packed->data());
-  HWY_ALIGN float o0[kR], o1[kR];
+  HWY_ALIGN float out[4 * kR];
   for (int64_t g = g0; g < g1; ++g) {
     const WT* panel = base + g * K * kR;
     const int64_t rows = w.rows - g * kR < kR ? w.rows - g * kR : kR;
-    for (int64_t t = 0; t < a.n; t += 2) {
-      const bool two = t + 1 < a.n;
-      const float* x0 = a.x + t * K;
+    for (int64_t t = 0; t < a.n; t += 4) {
+      const int64_t T = a.n - t < 4 ? a.n - t : 4;
+      const float* x = a.x + t * K;
       for (int64_t v0 = 0; v0 < V; v0 += 4) {
-        if (two) {
-          Slice<WT, 2>(panel, K, x0, x0 + K, v0, o0, o1);
-        } else {
-          Slice<WT, 1>(panel, K, x0, x0, v0, o0, o1);
+        switch (T) {
+          case 1:
+            Slice<WT, 1>(panel, K, x, v0, out);
+            break;
+          case 2:
+            Slice<WT, 2>(panel, K, x, v0, out);
+            break;
+          case 3:
+            Slice<WT, 3>(panel, K, x, v0, out);
+            break;
+          default:
+            Slice<WT, 4>(panel, K, x, v0, out);
         }
       }
-      for (int u = 0; u < (two ? 2 : 1); ++u) {
-        const float* o = u == 0 ? o0 : o1;
+      for (int64_t u = 0; u < T; ++u) {
+        const float* o = out + u * kR;
         float* y = a.y + (t + u) * a.ldy + g * kR;
         for (int64_t r = 0; r < rows; ++r)
           y[r] = a.accumulate ? y[r] + a.scale * o[r] : a.scale * o[r];
@@ -114,12 +129,15 @@ size_t PanelsNoPrepare(int64_t) {
 }
 
 detail::PackedKernel PanelKernelHere(int layout) {
-  // Up to this many tokens here, more through the GEMM (bench_kernels BM_Prefill's n sweep
-  // on packed weights).
+  // Up to this many tokens here, more through the GEMM. bench_kernels BM_Prefill (f16_packed,
+  // f32_packed; 2048 x 2048, 2 threads, Zen 5 VM), GFLOP/s here / GEMM: F16 at 16 tokens
+  // 411-428 / 310-334, at 64 426-438 / 387-425; F32 at 16 386-413 / 391-453, at 64 a tie.
+  // A panel is re-read from L2 for every 4 tokens, so the GEMM wins once it no longer fits
+  // (F32 with K = 5632, 1.4 MiB: 250-280 / 430-440 at 512 tokens).
   if (layout == detail::kF32x64)
-    return {PanelsNoPrepare, nullptr, PanelGroups<float>, "f32x64 panels", kR, 4};
+    return {PanelsNoPrepare, nullptr, PanelGroups<float>, "f32x64 panels", kR, 16};
   if (layout == detail::kF16x64)
-    return {PanelsNoPrepare, nullptr, PanelGroups<uint16_t>, "f16x64 panels", kR, 8};
+    return {PanelsNoPrepare, nullptr, PanelGroups<uint16_t>, "f16x64 panels", kR, 64};
   return {};
 }
 
