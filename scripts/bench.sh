@@ -3,7 +3,8 @@
 # (clone init-model, then clone quantize, as llama-quantize --pure would), runs clone bench
 # on them and on the shipped base model, and writes
 #   <out>/bench.md    the table (decode as a share of the bandwidth probed beside each run,
-#                     prefill as a share of the FMA peak), with the machine it ran on
+#                     prefill as a share of the arithmetic peak probed beside each run),
+#                     with the machine it ran on
 #   <out>/*.json      clone bench -o json documents, to diff between commits
 # Models are kept in $WORK (default /tmp/clone-bench-models, about 8.4 GB) for the next run.
 # About 6 minutes on 2 cores; run it on a quiet machine.
@@ -37,8 +38,10 @@ done
   echo
   echo "Written by \`scripts/bench.sh\` at commit $(git rev-parse --short HEAD 2> /dev/null || echo unknown)" \
     "on $(date -u +%Y-%m-%d). Decode: medians of the runs, each between two bandwidth probes"
-  echo "(pct_bw = weight bytes per token x tok/s over the probe beside it); prefill: best run, as a"
-  echo "share of the F32 FMA peak (quantized prefill runs int8 dot products, so it can exceed it)."
+  echo "(pct_bw = weight bytes per token x tok/s over the probe beside it); prefill: best run;"
+  echo "prefill_pct_peak is the median over runs of each run's rate over the arithmetic peak probed"
+  echo "right before and after it (peak_beside: F32 FMA, or int8 dot products for Q8_0/Q4_0), and"
+  echo "prefill_pct_fma the best run against the FMA peak probed once at start-up."
   for f in tinyllama tinyllama-f32 base; do
     echo
     awk '/"machine"/ { m = 1; next } m && /}/ { m = 0 } m' "$OUT/$f.json" | tr -d '\n' |

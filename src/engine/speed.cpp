@@ -40,14 +40,23 @@ double read_gbs_now(kernels::ThreadPool& pool, const std::vector<uint8_t>& buf) 
   return best;
 }
 
+// The arithmetic peak of this moment: FMA, or integer dot products for quantized weights.
+double peak_now(kernels::ThreadPool& pool, bool int8) {
+  return int8 ? kernels::int8_gops_now(&pool) : kernels::fma_gflops_now(&pool);
+}
+
 struct Runs {
   double prefill_tps = 0, decode_tps = 0, read_gbs = 0;
+  double peak_beside = 0, prefill_pct_peak = 0;  // see SpeedResult
   double pct = 0, pct_min = 0, pct_max = 0;
   double rss_mb = 0, state_mb = 0;
 };
 
+// probe: the bandwidth probe's buffer (null: no probes at all, neither bandwidth nor peak).
+// flops_per_token: the prefill pass's, for its share of the peak; int8: which peak.
 Runs run(const std::shared_ptr<const Model>& m, int threads, const SpeedOptions& o,
-         const std::vector<uint8_t>* probe, double bytes_per_token) {
+         const std::vector<uint8_t>* probe, double bytes_per_token, double flops_per_token,
+         bool int8) {
   Context ctx(m, {std::max<int64_t>(o.n_prompt + o.n_gen + 1, 64), threads,
                   std::max<int64_t>(o.n_prompt, 1)});
   Rng rng(7);
@@ -59,11 +68,24 @@ Runs run(const std::shared_ptr<const Model>& m, int threads, const SpeedOptions&
   for (auto& t : prompt) t = tok();
   Runs r;
   ctx.eval(std::span<const int32_t>(prompt.data(), 8));  // warm-up: page in the weights
+  std::vector<double> peaks, shares;
   for (int k = 0; k < o.reps && o.n_prompt > 0; ++k) {
     ctx.reset();
+    const double before = probe ? peak_now(ctx.pool(), int8) : 0.0;
     const double t0 = now_s();
     ctx.eval(std::span<const int32_t>(prompt.data(), static_cast<size_t>(o.n_prompt)));
-    r.prefill_tps = std::max(r.prefill_tps, static_cast<double>(o.n_prompt) / (now_s() - t0));
+    const double tps = static_cast<double>(o.n_prompt) / (now_s() - t0);
+    r.prefill_tps = std::max(r.prefill_tps, tps);
+    if (probe) {
+      peaks.push_back(before);
+      peaks.push_back(peak_now(ctx.pool(), int8));
+      const double beside = 0.5 * (peaks[peaks.size() - 2] + peaks.back());
+      shares.push_back(100.0 * tps * flops_per_token / 1e9 / beside);
+    }
+  }
+  if (!shares.empty()) {
+    r.peak_beside = median(peaks);
+    r.prefill_pct_peak = median(shares);
   }
   if (o.n_prompt == 0) {
     ctx.reset();
@@ -112,7 +134,10 @@ SpeedResult measure_speed(const std::shared_ptr<const Model>& model, const std::
   // 512 MiB: far beyond any cache, so every probe read comes from DRAM.
   const std::vector<uint8_t> probe(size_t{512} << 20, 1);
   const int threads = limits.threads > 0 ? limits.threads : o.threads;
-  const Runs r = run(model, threads, o, &probe, bytes);
+  // Quantized: the weight matrices run integer dot products (attention stays F32, a few %
+  // of a 512-token prompt's FLOPs, counted in the same rate).
+  const bool quantized = c.weight_type == DType::Q8_0 || c.weight_type == DType::Q4_0;
+  const Runs r = run(model, threads, o, &probe, bytes, flops, quantized);
   SpeedResult s;
   s.model = name;
   s.type = std::string(dtype_name(c.weight_type));
@@ -122,12 +147,9 @@ SpeedResult measure_speed(const std::shared_ptr<const Model>& model, const std::
   s.prefill_tps = r.prefill_tps;
   s.prefill_gflops = r.prefill_tps * flops / 1e9;
   s.prefill_pct_fma = limits.fma_gflops > 0 ? 100.0 * s.prefill_gflops / limits.fma_gflops : 0;
-  // Quantized: the weight matrices run integer dot products (attention stays F32, a few %
-  // of a 512-token prompt's FLOPs, counted in the same rate).
-  const bool quantized = c.weight_type == DType::Q8_0 || c.weight_type == DType::Q4_0;
   s.prefill_peak = quantized ? "int8" : "fma";
-  const double peak = quantized ? limits.int8_gops : limits.fma_gflops;
-  s.prefill_pct_peak = peak > 0 ? 100.0 * s.prefill_gflops / peak : 0;
+  s.peak_beside = r.peak_beside;
+  s.prefill_pct_peak = r.prefill_pct_peak;
   s.decode_tps = r.decode_tps;
   s.decode_gbs = r.decode_tps * bytes / 1e9;
   s.read_gbs = r.read_gbs;
@@ -137,23 +159,55 @@ SpeedResult measure_speed(const std::shared_ptr<const Model>& model, const std::
   if (o.overhead && threads > 1) {
     SpeedOptions one = o;
     one.reps = 1;
-    const Runs r1 = run(model, 1, one, nullptr, bytes);
+    const Runs r1 = run(model, 1, one, nullptr, bytes, flops, quantized);
     s.overhead_pct = 100.0 * (1.0 - r.decode_tps / (r1.decode_tps * threads));
   }
   return s;
 }
 
 Table speed_table(const std::vector<SpeedResult>& rows) {
-  Table t({"model", "type", "params_M", "weights_MB", "threads", "prefill_tok_s", "prefill_gflops",
-           "prefill_pct_fma", "prefill_peak", "prefill_pct_peak", "decode_tok_s", "decode_gbs",
-           "read_gbs_beside", "decode_pct_bw", "pct_bw_min", "pct_bw_max", "rss_MB",
-           "kv_scratch_MB", "overhead_pct"});
+  Table t({"model",
+           "type",
+           "params_M",
+           "weights_MB",
+           "threads",
+           "prefill_tok_s",
+           "prefill_gflops",
+           "prefill_pct_fma",
+           "prefill_peak",
+           "peak_beside",
+           "prefill_pct_peak",
+           "decode_tok_s",
+           "decode_gbs",
+           "read_gbs_beside",
+           "decode_pct_bw",
+           "pct_bw_min",
+           "pct_bw_max",
+           "rss_MB",
+           "kv_scratch_MB",
+           "overhead_pct"});
   t.set_precision(1);
   for (const SpeedResult& s : rows)
-    t.add({s.model, s.type, s.params_m, s.weights_mb, static_cast<long long>(s.threads),
-           s.prefill_tps, s.prefill_gflops, s.prefill_pct_fma, s.prefill_peak, s.prefill_pct_peak,
-           s.decode_tps, s.decode_gbs, s.read_gbs, s.decode_pct_bw, s.pct_bw_min, s.pct_bw_max,
-           s.rss_mb, s.state_mb, s.overhead_pct});
+    t.add({s.model,
+           s.type,
+           s.params_m,
+           s.weights_mb,
+           static_cast<long long>(s.threads),
+           s.prefill_tps,
+           s.prefill_gflops,
+           s.prefill_pct_fma,
+           s.prefill_peak,
+           s.peak_beside,
+           s.prefill_pct_peak,
+           s.decode_tps,
+           s.decode_gbs,
+           s.read_gbs,
+           s.decode_pct_bw,
+           s.pct_bw_min,
+           s.pct_bw_max,
+           s.rss_mb,
+           s.state_mb,
+           s.overhead_pct});
   return t;
 }
 

@@ -160,6 +160,52 @@ float read_stream(const void* p, size_t bytes, ThreadPool* pool, bool prefetch) 
   return sum.load();
 }
 
+double fma_gflops_now(ThreadPool* pool) {
+  const int nth = pool != nullptr ? pool->size() : 1;
+  std::vector<double> flops(static_cast<size_t>(nth));
+  std::vector<float> sink(static_cast<size_t>(nth));
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto work = [&](int tid, int) {
+    sink[static_cast<size_t>(tid)] += HWY_DYNAMIC_DISPATCH(FmaChains)(
+        size_t{4} << 20, 1.0f + static_cast<float>(tid), &flops[static_cast<size_t>(tid)]);
+  };
+  if (pool != nullptr) {
+    pool->run(work);
+  } else {
+    work(0, 1);
+  }
+  const double s = seconds_since(t0);
+  double total = 0;
+  for (double f : flops) total += f;
+  volatile float keep = 0;
+  for (float v : sink) keep = keep + v;
+  return total / s / 1e9;
+}
+
+double int8_gops_now(ThreadPool* pool, const char** kind) {
+  const int nth = pool != nullptr ? pool->size() : 1;
+  std::vector<double> ops(static_cast<size_t>(nth));
+  std::vector<const char*> kinds(static_cast<size_t>(nth), "");
+  std::vector<float> sink(static_cast<size_t>(nth));
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto work = [&](int tid, int) {
+    sink[static_cast<size_t>(tid)] += HWY_DYNAMIC_DISPATCH(Int8Chains)(
+        size_t{4} << 20, tid + 1, &ops[static_cast<size_t>(tid)], &kinds[static_cast<size_t>(tid)]);
+  };
+  if (pool != nullptr) {
+    pool->run(work);
+  } else {
+    work(0, 1);
+  }
+  const double s = seconds_since(t0);
+  double total = 0;
+  for (double f : ops) total += f;
+  if (kind != nullptr) *kind = kinds[0];
+  volatile float keep = 0;
+  for (float v : sink) keep = keep + v;
+  return total / s / 1e9;
+}
+
 MachineLimits measure_machine(ThreadPool* pool) {
   MachineLimits m;
   m.threads = pool->size();
@@ -192,40 +238,10 @@ MachineLimits measure_machine(ThreadPool* pool) {
   std::free(buf);
   m.read_bandwidth_gbs = best;
 
-  // FMA: about 50 ms per pass, best of three.
-  std::vector<double> flops(static_cast<size_t>(m.threads));
-  double best_fma = 0;
-  for (int pass = 0; pass < 3; ++pass) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pool->run([&](int tid, int) {
-      sink[static_cast<size_t>(tid)] += HWY_DYNAMIC_DISPATCH(FmaChains)(
-          size_t{4} << 20, 1.0f + static_cast<float>(tid), &flops[static_cast<size_t>(tid)]);
-    });
-    const double s = seconds_since(t0);
-    double total = 0;
-    for (double f : flops) total += f;
-    best_fma = std::max(best_fma, total / s / 1e9);
-  }
-  m.fma_gflops = best_fma;
-
-  // Integer dot products (quantized prefill), the same way: about 50 ms per pass, best of 3.
-  std::vector<double> ops(static_cast<size_t>(m.threads));
-  std::vector<const char*> kinds(static_cast<size_t>(m.threads), "");
-  double best_int8 = 0;
-  for (int pass = 0; pass < 3; ++pass) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pool->run([&](int tid, int) {
-      sink[static_cast<size_t>(tid)] +=
-          HWY_DYNAMIC_DISPATCH(Int8Chains)(size_t{4} << 20, tid + 1, &ops[static_cast<size_t>(tid)],
-                                           &kinds[static_cast<size_t>(tid)]);
-    });
-    const double s = seconds_since(t0);
-    double total = 0;
-    for (double f : ops) total += f;
-    best_int8 = std::max(best_int8, total / s / 1e9);
-  }
-  m.int8_gops = best_int8;
-  m.int8_kind = kinds.empty() ? "" : kinds[0];
+  // FMA, then integer dot products (quantized prefill): about 50 ms per pass, best of three.
+  for (int pass = 0; pass < 3; ++pass) m.fma_gflops = std::max(m.fma_gflops, fma_gflops_now(pool));
+  for (int pass = 0; pass < 3; ++pass)
+    m.int8_gops = std::max(m.int8_gops, int8_gops_now(pool, &m.int8_kind));
   volatile float keep = 0;
   for (float s : sink) keep = keep + s;
   return m;

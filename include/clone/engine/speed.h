@@ -1,7 +1,8 @@
 // How fast the engine runs a model on this machine, as a fraction of the machine's limits
-// (kernels/machine.h): prefill FLOP rate against the FMA peak, decode byte rate against the
-// read bandwidth measured right beside each decode run (a shared machine's bandwidth swings
-// by tens of percent from one second to the next). FLOPs and bytes come from the shared
+// (kernels/machine.h): prefill FLOP rate against the arithmetic peak probed right before and
+// after each prefill pass, decode byte rate against the read bandwidth probed right beside
+// each decode run (a shared machine's bandwidth swings by tens of percent from one second to
+// the next, its arithmetic peak by about 10%). FLOPs and bytes come from the shared
 // accounting (accounting.h). What `clone bench` prints.
 #pragma once
 
@@ -30,10 +31,14 @@ struct SpeedResult {
   std::string type;   // layer matrix type
   double params_m = 0, weights_mb = 0;
   int threads = 0;
+  // Best pass; prefill_pct_fma: against the FMA peak measured once at start-up.
   double prefill_tps = 0, prefill_gflops = 0, prefill_pct_fma = 0;
   // Prefill against the peak of the arithmetic it runs: "fma" (F32/F16 weights) or "int8"
-  // (Q8_0/Q4_0, integer dot products on quantized activations).
+  // (Q8_0/Q4_0, integer dot products on quantized activations), probed before and after each
+  // pass: peak_beside is the median of the probes, prefill_pct_peak the median over passes of
+  // each pass's rate over the mean of its two probes.
   std::string prefill_peak;
+  double peak_beside = 0;
   double prefill_pct_peak = 0;
   double decode_tps = 0, decode_gbs = 0;
   double read_gbs = 0;  // median bandwidth probed beside the decode runs

@@ -36,6 +36,13 @@ void force_simd_target(const std::string& name);
 // `prefetch` adds software prefetch 2 KB ahead (faster on some CPUs: time both, keep the best).
 float read_stream(const void* p, size_t bytes, ThreadPool* pool, bool prefetch = false);
 
+// One pass of the F32 FMA probe (about 50 ms, every thread of the pool; null: this thread):
+// the peak of this moment, which benchmarks take right before and after a compute-bound run
+// (a shared VM's clock and co-tenants move it by 10% between runs). int8_gops_now is the
+// same for integer dot products and names the instruction measured in *kind.
+double fma_gflops_now(ThreadPool* pool);
+double int8_gops_now(ThreadPool* pool, const char** kind = nullptr);
+
 // Takes about a second. Uses every thread of the pool.
 MachineLimits measure_machine(ThreadPool* pool);
 
