@@ -28,7 +28,7 @@ done
 # parallel-overhead run.
 "$CLONE" bench -t "$THREADS" -m "$WORK/tl-q4_0.gguf" -m "$WORK/tl-q8_0.gguf" -m "$WORK/tl-f16.gguf" \
   -r 2 -n 32 --decode-reps 9 --no-overhead -o json --out "$OUT/tinyllama.md" > "$OUT/tinyllama.json"
-"$CLONE" bench -t "$THREADS" -m "$WORK/tl-f32.gguf" -r 1 -n 16 --decode-reps 5 --no-overhead \
+"$CLONE" bench -t "$THREADS" -m "$WORK/tl-f32.gguf" -r 2 -n 16 --decode-reps 5 --no-overhead \
   -o json --out "$OUT/tinyllama-f32.md" > "$OUT/tinyllama-f32.json"
 "$CLONE" bench -t "$THREADS" -m models/base/model.gguf -r 3 -n 32 --decode-reps 9 -o json \
   --out "$OUT/base.md" > "$OUT/base.json"
