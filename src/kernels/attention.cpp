@@ -66,7 +66,7 @@ void AttendBlock(D d, const AttnArgs& a, int64_t hk, int64_t r0) {
   const auto limit = hn::Load(d, tmp);
 
   // Scores, eight keys at a time sharing each load of Qt[i] (eight independent FMA chains:
-  // four left the FMA units half idle on their latency), then four, then one.
+  // four left the FMA units half idle on their latency), then the last few one by one.
   const auto neg_inf = hn::Set(d, -INFINITY);
   auto vmax = neg_inf;
   const int64_t first_masked = a.pos0 + (r0 / group) + 1;  // below it no lane is masked
@@ -104,31 +104,14 @@ void AttendBlock(D d, const AttnArgs& a, int64_t hk, int64_t r0) {
     CLONE_FINISH(j + 6, s6);
     CLONE_FINISH(j + 7, s7);
   }
-  for (; j + 4 <= len; j += 4) {
-    const float* k0 = kh + j * kstride;
-    auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
-    for (int64_t i = 0; i < a.dk; ++i) {
-      const auto qi = hn::Load(d, qt + i * N);
-      s0 = hn::MulAdd(qi, hn::Set(d, k0[i]), s0);
-      s1 = hn::MulAdd(qi, hn::Set(d, k0[kstride + i]), s1);
-      s2 = hn::MulAdd(qi, hn::Set(d, k0[2 * kstride + i]), s2);
-      s3 = hn::MulAdd(qi, hn::Set(d, k0[3 * kstride + i]), s3);
-    }
-    CLONE_FINISH(j, s0);
-    CLONE_FINISH(j + 1, s1);
-    CLONE_FINISH(j + 2, s2);
-    CLONE_FINISH(j + 3, s3);
-  }
-#undef CLONE_FINISH
   for (; j < len; ++j) {
     const float* kj = kh + j * kstride;
     auto s0 = hn::Zero(d);
     for (int64_t i = 0; i < a.dk; ++i)
       s0 = hn::MulAdd(hn::Load(d, qt + i * N), hn::Set(d, kj[i]), s0);
-    s0 = hn::IfThenElse(hn::Gt(hn::Set(d, static_cast<float>(j)), limit), neg_inf, s0);
-    hn::Store(s0, d, s + j * N);
-    vmax = hn::Max(vmax, s0);
+    CLONE_FINISH(j, s0);
   }
+#undef CLONE_FINISH
 
   // Softmax down each lane (every lane sees key 0, so its max is finite).
   auto vsum = hn::Zero(d);

@@ -160,14 +160,19 @@ float read_stream(const void* p, size_t bytes, ThreadPool* pool, bool prefetch) 
   return sum.load();
 }
 
-double fma_gflops_now(ThreadPool* pool) {
+namespace {
+
+// Runs probe(tid, &count) on every thread of the pool (this thread when null) and returns
+// the counts' total per second, in billions. probe returns a value that depends on all its
+// work, so the work cannot be elided.
+template <typename F>
+double rate_now(ThreadPool* pool, F&& probe) {
   const int nth = pool != nullptr ? pool->size() : 1;
-  std::vector<double> flops(static_cast<size_t>(nth));
+  std::vector<double> counts(static_cast<size_t>(nth));
   std::vector<float> sink(static_cast<size_t>(nth));
   const auto t0 = std::chrono::steady_clock::now();
   const auto work = [&](int tid, int) {
-    sink[static_cast<size_t>(tid)] += HWY_DYNAMIC_DISPATCH(FmaChains)(
-        size_t{4} << 20, 1.0f + static_cast<float>(tid), &flops[static_cast<size_t>(tid)]);
+    sink[static_cast<size_t>(tid)] += probe(tid, &counts[static_cast<size_t>(tid)]);
   };
   if (pool != nullptr) {
     pool->run(work);
@@ -176,34 +181,30 @@ double fma_gflops_now(ThreadPool* pool) {
   }
   const double s = seconds_since(t0);
   double total = 0;
-  for (double f : flops) total += f;
+  for (double c : counts) total += c;
   volatile float keep = 0;
   for (float v : sink) keep = keep + v;
   return total / s / 1e9;
 }
 
+}  // namespace
+
+double fma_gflops_now(ThreadPool* pool) {
+  return rate_now(pool, [](int tid, double* flops) {
+    return HWY_DYNAMIC_DISPATCH(FmaChains)(size_t{4} << 20, 1.0f + static_cast<float>(tid), flops);
+  });
+}
+
 double int8_gops_now(ThreadPool* pool, const char** kind) {
-  const int nth = pool != nullptr ? pool->size() : 1;
-  std::vector<double> ops(static_cast<size_t>(nth));
-  std::vector<const char*> kinds(static_cast<size_t>(nth), "");
-  std::vector<float> sink(static_cast<size_t>(nth));
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto work = [&](int tid, int) {
-    sink[static_cast<size_t>(tid)] += HWY_DYNAMIC_DISPATCH(Int8Chains)(
-        size_t{4} << 20, tid + 1, &ops[static_cast<size_t>(tid)], &kinds[static_cast<size_t>(tid)]);
-  };
-  if (pool != nullptr) {
-    pool->run(work);
-  } else {
-    work(0, 1);
-  }
-  const double s = seconds_since(t0);
-  double total = 0;
-  for (double f : ops) total += f;
-  if (kind != nullptr) *kind = kinds[0];
-  volatile float keep = 0;
-  for (float v : sink) keep = keep + v;
-  return total / s / 1e9;
+  const char* first = "";  // thread 0's; every thread runs the same instruction
+  const double r = rate_now(pool, [&](int tid, double* ops) {
+    const char* k = "";
+    const float v = HWY_DYNAMIC_DISPATCH(Int8Chains)(size_t{4} << 20, tid + 1, ops, &k);
+    if (tid == 0) first = k;
+    return v;
+  });
+  if (kind != nullptr) *kind = first;
+  return r;
 }
 
 MachineLimits measure_machine(ThreadPool* pool) {
