@@ -404,6 +404,9 @@ TEST(Matmul, PanelsOnEveryTarget) {
       check_matmul(t, 2, 129, 257, &pool3, true, 2.0f, 23, true, layout);
       check_matmul(t, 12, 70, 64, nullptr, true, 0.25f, 24, true, layout);
       check_matmul(t, 1, 200, 2053, nullptr, false, 1.0f, 25, true, layout);
+      // Scale without accumulate, through the panel kernel and through the GEMM.
+      check_matmul(t, 3, 65, 100, &pool3, false, -1.5f, 26, true, layout);
+      check_matmul(t, 70, 65, 100, &pool3, false, 0.5f, 27, true, layout);
     }
   });
 }
