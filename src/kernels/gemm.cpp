@@ -2,7 +2,7 @@
 //   for each block of NC columns of op(B)  (per thread: threads split the columns)
 //     for each block of KC of the inner dimension
 //       pack op(B)[KC, NC] into micro-panels [KC][NR]    (dequantizing weights here, once)
-//       for each micro-panel of MR rows of op(A)            (packed once up front: [KC][MR])
+//       for each micro-panel of MR rows of op(A)            (transposed A: packed up front)
 //         for each micro-panel of op(B): an MR x NR register tile accumulates over KC.
 // For matmul, op(A) is the activations, read in place from their rows (a row-major A needs
 // no packing: the tile broadcasts one value per row); a transposed A (training) is packed

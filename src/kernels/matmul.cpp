@@ -22,7 +22,7 @@ constexpr size_t kMinParallelBytes = 32 << 10;
 void matmul_packed(const detail::PackedKernel& k, const Matrix& w, const float* x, int64_t n,
                    float* y, ThreadPool* pool, bool accumulate, float scale) {
   const bool threaded = pool != nullptr && pool->size() > 1;
-  const size_t stride = (k.prepared_bytes(w.cols) + 63) / 64 * 64;
+  const size_t stride = k.prepare != nullptr ? (k.prepared_bytes(w.cols) + 63) / 64 * 64 : 0;
   uint8_t* px = nullptr;
   if (k.prepare != nullptr) {
     px = detail::scratch_as<uint8_t>(detail::ScratchSlot::kActivations,

@@ -69,7 +69,8 @@ struct PackedArgs {
 };
 
 struct PackedKernel {
-  size_t (*prepared_bytes)(int64_t cols);  // per token; prepare is null when 0
+  // Activations prepared per token (bytes, then how); both null: the kernel reads x as given.
+  size_t (*prepared_bytes)(int64_t cols);
   void (*prepare)(const float* x, int64_t cols, uint8_t* out);
   void (*groups)(const PackedArgs& a, int64_t g0, int64_t g1);
   const char* name;

@@ -124,10 +124,6 @@ void PanelGroups(const PackedArgs& a, int64_t g0, int64_t g1) {
   }
 }
 
-size_t PanelsNoPrepare(int64_t) {
-  return 0;
-}
-
 detail::PackedKernel PanelKernelHere(int layout) {
   // Up to this many tokens here, more through the GEMM. bench_kernels BM_Prefill (f16_packed,
   // f32_packed; 2048 x 2048, 2 threads, Zen 5 VM), GFLOP/s here / GEMM: F16 at 16 tokens
@@ -135,9 +131,9 @@ detail::PackedKernel PanelKernelHere(int layout) {
   // A panel is re-read from L2 for every 4 tokens, so the GEMM wins once it no longer fits
   // (F32 with K = 5632, 1.4 MiB: 250-280 / 430-440 at 512 tokens).
   if (layout == detail::kF32x64)
-    return {PanelsNoPrepare, nullptr, PanelGroups<float>, "f32x64 panels", kR, 16};
+    return {nullptr, nullptr, PanelGroups<float>, "f32x64 panels", kR, 16};
   if (layout == detail::kF16x64)
-    return {PanelsNoPrepare, nullptr, PanelGroups<uint16_t>, "f16x64 panels", kR, 64};
+    return {nullptr, nullptr, PanelGroups<uint16_t>, "f16x64 panels", kR, 64};
   return {};
 }
 
