@@ -5,6 +5,7 @@
 
 #include "clone/device/corunner.h"
 #include "clone/device/sim.h"
+#include "clone/dvfs/load_forecast.h"
 #include "clone/dvfs/policy.h"
 #include "clone/dvfs/runner.h"
 #include "clone/engine/presets.h"
@@ -24,7 +25,7 @@ std::shared_ptr<const device::CostModel> model(bool sfu) {
 dvfs::State decode_state() {
   dvfs::State s;
   s.phase = Phase::Decode, s.layer = 7, s.n_layer = 18, s.pos = 900, s.n_tokens = 1;
-  s.corunner = 0.3, s.corunner_peak = 0.6, s.ttft_target_s = 3, s.tpot_target_s = 0.3,
+  s.corunner = 0.3, s.corunner_ahead = 0.6, s.ttft_target_s = 3, s.tpot_target_s = 0.3,
   s.prompt = 800;
   s.tokens_done = 100, s.predicted_remaining = 120, s.elapsed_s = 25, s.phase_elapsed_s = 22;
   s.slack_s = 2, s.budget_left_s = 40, s.work_left_s = 28, s.ttft_est_s = 1.6, s.tpot_est_s = 0.186;
@@ -82,8 +83,23 @@ void boundary(benchmark::State& st, const char* name, bool sfu, const char* boar
       1e6 * m->cost(m->work(nl / 2, Phase::Decode, prompt, 1), m->max_level(), 0).time_s;
 }
 
+// The co-runner forecast the online controllers plan with, made again once a second of
+// device time (dvfs/load_forecast.h): 1200 samples of the last 120 s of a bursty co-runner,
+// and the quantile of the window means for 11 horizons. Its cost over that second is its
+// share of the board's time.
+void forecast(benchmark::State& st) {
+  const auto trace = device::CorunnerTrace::make("bursty", 42);
+  double now = 500;
+  for (auto _ : st) {
+    dvfs::LoadForecast fc([&trace](double t) { return trace.at(t); }, now);
+    benchmark::DoNotOptimize(fc.mean_load(3.0));
+    now += 1;
+  }
+}
+
 }  // namespace
 
+BENCHMARK(forecast);
 BENCHMARK_CAPTURE(boundary, learned_nx_sfu, "learned", true, "orin-nx-16gb");
 BENCHMARK_CAPTURE(boundary, learned_nx, "learned", false, "orin-nx-16gb");
 BENCHMARK_CAPTURE(boundary, learned_nano_sfu, "learned", true, "orin-nano-8gb");

@@ -100,8 +100,16 @@ CorunnerTrace CorunnerTrace::make(const std::string& spec, uint64_t seed) {
   return c;
 }
 
+// Time in the pattern's period. The pattern repeats both ways, so before device time 0 is
+// the end of the period before: a load monitor asked for the past at the start of a run
+// sees a past like any other, not the first segment held forever.
+double CorunnerTrace::phase(double t_s) const {
+  const double t = std::fmod(t_s, period_);
+  return t < 0 ? t + period_ : t;
+}
+
 double CorunnerTrace::at(double t_s) const {
-  double t = std::fmod(std::max(t_s, 0.0), period_);
+  double t = phase(t_s);
   auto it =
       std::upper_bound(seg_.begin(), seg_.end(), t,
                        [](double v, const std::pair<double, double>& s) { return v < s.first; });
@@ -113,7 +121,7 @@ double CorunnerTrace::mean(double t0_s, double t1_s) const {
   // Integrate piecewise; long spans are sampled finely enough for the patterns here.
   double sum = 0, t = t0_s;
   while (t < t1_s) {
-    double tp = std::fmod(std::max(t, 0.0), period_);
+    double tp = phase(t);
     auto it =
         std::upper_bound(seg_.begin(), seg_.end(), tp,
                          [](double v, const std::pair<double, double>& s) { return v < s.first; });

@@ -37,7 +37,22 @@ Estimates estimate(const CostModel& m, int64_t prompt, int64_t predicted_output,
         m.cost(m.work(l, Phase::Decode, mid, 1), top, 0).time_s;
   for (double t : e.prefill_layer_s) e.prefill_s += t;
   for (double t : e.decode_layer_s) e.decode_token_s += t;
+  // The first and the last token's time: a token's grows with its position (its attention
+  // reads the whole cache), so the mid-generation token underestimates a late decode's rest.
+  e.decode_first_pos = prompt;
+  e.decode_last_pos = prompt + std::max<int64_t>(predicted_output, 1) - 1;
+  for (int l = 0; l <= nl; ++l) {
+    e.decode_first_s += m.cost(m.work(l, Phase::Decode, e.decode_first_pos, 1), top, 0).time_s;
+    e.decode_last_s += m.cost(m.work(l, Phase::Decode, e.decode_last_pos, 1), top, 0).time_s;
+  }
   return e;
+}
+
+double Estimates::decode_token_at(int64_t pos) const {
+  if (decode_last_pos <= decode_first_pos) return decode_last_s;
+  const double f = static_cast<double>(pos - decode_first_pos) /
+                   static_cast<double>(decode_last_pos - decode_first_pos);
+  return decode_first_s + f * (decode_last_s - decode_first_s);
 }
 
 void features(const State& s, float* out) {
@@ -46,7 +61,7 @@ void features(const State& s, float* out) {
   };
   double nl = std::max(1, s.n_layer);
   bool dec = s.phase == Phase::Decode;
-  out[0] = clip(0.5 * (s.corunner + s.corunner_peak), 0, 1);
+  out[0] = clip(0.5 * (s.corunner + s.corunner_ahead), 0, 1);
   out[1] = dec ? 1.0f : 0.0f;
   out[2] = clip(s.layer / nl, 0, 1);
   out[3] = clip(std::log(std::max(s.ttft_target_s, 1e-6) / std::max(s.ttft_est_s, 1e-6)), -1, 3);
@@ -60,9 +75,13 @@ void features(const State& s, float* out) {
 }
 
 // Budget an online controller plans against: what is left, less a reserve for two clock
-// switches and 1% for the estimate's error (planning to the last microsecond misses).
+// switches and the larger of the forecast's burst reserve and 1% of the phase's whole budget
+// for the estimate's error. The 1% is of the whole budget, not of what is left: near the end
+// of a phase what is left is small, and a reserve shrinking with it let the last stretch of
+// a co-runner above its estimate push a request past its target by a few tenths of a percent.
 double usable_budget(const CostModel& m, const State& s) {
-  return s.budget_left_s * 0.99 - 2 * m.switch_time_s();
+  const double reserve = std::max(0.01 * (s.budget_left_s + s.phase_elapsed_s), s.burst_reserve_s);
+  return s.budget_left_s - reserve - 2 * m.switch_time_s();
 }
 
 int safe_level(const CostModel& m, const State& s, int k) {
@@ -102,8 +121,9 @@ int mpc_level(const CostModel& m, const State& s) {
   std::vector<double> t(g.size() * static_cast<size_t>(L)), e(t.size());
   for (size_t i = 0; i < g.size(); ++i)
     for (int k = 0; k < L; ++k) {
-      // This layer runs under the co-runner now; later ones are planned for its recent peak.
-      auto c = m.cost(g[i].w, k, i == 0 ? s.corunner : std::max(s.corunner, s.corunner_peak));
+      // This layer runs under the co-runner now; later ones for the forecast
+      // over the time the phase has left, or for its load now if that is more.
+      auto c = m.cost(g[i].w, k, i == 0 ? s.corunner : std::max(s.corunner, s.corunner_ahead));
       t[i * L + k] = c.time_s * g[i].mult;
       e[i * L + k] = c.energy_j * g[i].mult;
     }

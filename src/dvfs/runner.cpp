@@ -52,9 +52,7 @@ RequestDriver::RequestDriver(device::SimDevice& dev, Policy& pol, const workload
     fail("request ", r.id, ": no SLO targets (ttft_target_s, tpot_target_s must be positive)");
   info_ = info_for(r, arrival_s, dev.now_s(), predicted_output);
   est_ = estimate(*plan_, r.prompt, info_.predicted_output, n_batch);
-  // The co-runner's recent past is observable (a load monitor): its peak over 10 s.
-  for (double t = -10; t <= 0; t += 0.1) peak_ = std::max(peak_, dev.corunner_at(dev.now_s() + t));
-  peak_t_ = dev.now_s();
+  forecast();
   pol_.begin(info_, &dev_);
 }
 
@@ -97,10 +95,7 @@ int RequestDriver::decide(const LayerEvent& ev) {
   s.util = dev_.last_util();
   s.last_layer_s = dev_.last_cost().time_s;
   s.elapsed_s = s.now_s - info_.arrival_s;
-  peak_ = std::max(s.corunner, peak_ * std::exp(-(s.now_s - peak_t_) / 10.0));
-  peak_t_ = s.now_s;
-  s.corunner_peak = peak_;
-  double slow = 1 / std::max(1e-3, 1 - m.profile().fit.contention * peak_);
+  if (s.now_s - fc_.made_at_s() >= kForecastEvery_s) forecast();
   size_t l = static_cast<size_t>(ev.layer);
   if (ev.phase == Phase::Prefill) {
     s.tokens_done = 0;
@@ -120,7 +115,7 @@ int RequestDriver::decide(const LayerEvent& ev) {
         else
           left += t;
       }
-    s.work_left_s = left * slow;
+    s.work_left_s = left;
     s.slack_s = info_.ttft_target_s * (before + done) / est_.prefill_s - s.elapsed_s;
   } else {
     int64_t j = decode_passes_ - 1;  // decode passes before this one
@@ -132,12 +127,26 @@ int RequestDriver::decide(const LayerEvent& ev) {
     double done = 0, left = 0;
     for (size_t k = 0; k < est_.decode_layer_s.size(); ++k)
       (k < l ? done : left) += est_.decode_layer_s[k];
-    left += est_.decode_token_s * static_cast<double>(s.predicted_remaining - 1);
-    s.work_left_s = left * slow;
+    // The tokens still to come, at the time of the one in their middle.
+    const int64_t more = s.predicted_remaining - 1;
+    left += est_.decode_token_at(s.pos + (1 + more) / 2) * static_cast<double>(more);
+    s.work_left_s = left;
     s.slack_s = info_.tpot_target_s * (static_cast<double>(j) + done / est_.decode_token_s) -
                 s.phase_elapsed_s;
   }
+  // The rest of the phase is planned for the co-runner as loaded as the forecast says it may
+  // be over the time the phase has left.
+  const double horizon = std::max(s.budget_left_s, 0.0), contention = m.profile().fit.contention;
+  s.corunner_ahead = fc_.mean_load(horizon);
+  s.burst_reserve_s = fc_.burst_reserve_s(horizon, contention);
+  // A burst under way now is planned to go on (as the MPC teacher plans the later layers).
+  s.work_left_s /= std::max(1e-3, 1 - contention * std::max(s.corunner, s.corunner_ahead));
   return pol_.decide(s);
+}
+
+void RequestDriver::forecast() {
+  const device::SimDevice& dev = dev_;
+  fc_ = LoadForecast([&dev](double t) { return dev.corunner_at(t); }, dev.now_s(), fc_opt_);
 }
 
 RequestResult RequestDriver::finish() {
@@ -258,48 +267,51 @@ std::vector<RequestResult> run_workload_settings(device::SimDevice& dev,
     d.set_model(st.models[static_cast<size_t>(i)], st.switch_s, 0);
     return d.energy_j() - e0;
   };
-  return serve_all(dev, reqs, pred, opt,
-                   [&](const workload::Request& r, double arrival, int64_t predicted, bool& feas,
-                       double& pick_j) -> Policy& {
-                     // Feasible: the fastest setting's top clock, from here, meets the SLO.
-                     {
-                       const int f = fastest_setting(
-                           st, info_for(r, arrival, dev.now_s(), r.output), opt.n_batch);
-                       device::SimDevice d = dev;
-                       switched(d, f);
-                       feas = feasible_at_top(d, r, arrival, opt.n_batch);
-                     }
-                     const RequestInfo info = info_for(r, arrival, dev.now_s(), predicted);
-                     int chosen;
-                     if (controller == "performance") {
-                       chosen = fastest_setting(st, info, opt.n_batch);
-                     } else if (controller == "oracle") {
-                       // The oracle's own plan in every setting, replayed from this state; the
-                       // cheapest that meets the SLO, else the fastest.
-                       chosen = -1;
-                       double best = std::numeric_limits<double>::infinity();
-                       for (size_t i = 0; i < st.models.size(); ++i) {
-                         device::SimDevice d = dev;
-                         const double e0 = d.energy_j();
-                         switched(d, static_cast<int>(i));
-                         auto trial = make_policy("oracle", st.models[i], popt);
-                         RequestDriver drv(d, *trial, r, arrival, predicted, opt.n_batch);
-                         device::for_each_request_event(d.model().n_layer(), r.prompt, r.output,
-                                                        opt.n_batch, [&](const LayerEvent& ev) {
-                                                          drv.on_event(ev);
-                                                          return true;
-                                                        });
-                         const RequestResult res = drv.finish();
-                         const double e = d.energy_j() - e0;
-                         if (res.met && e < best) best = e, chosen = static_cast<int>(i);
-                       }
-                       if (chosen < 0) chosen = fastest_setting(st, info, opt.n_batch);
-                     } else {
-                       chosen = cheapest_setting(st, info, dev.corunner_intensity(), opt.n_batch);
-                     }
-                     pick_j = switched(dev, chosen);
-                     return *pols[static_cast<size_t>(chosen)];
-                   });
+  return serve_all(
+      dev, reqs, pred, opt,
+      [&](const workload::Request& r, double arrival, int64_t predicted, bool& feas,
+          double& pick_j) -> Policy& {
+        // Feasible: the fastest setting's top clock, from here, meets the SLO.
+        {
+          const int f =
+              fastest_setting(st, info_for(r, arrival, dev.now_s(), r.output), opt.n_batch);
+          device::SimDevice d = dev;
+          switched(d, f);
+          feas = feasible_at_top(d, r, arrival, opt.n_batch);
+        }
+        const RequestInfo info = info_for(r, arrival, dev.now_s(), predicted);
+        int chosen;
+        if (controller == "performance") {
+          chosen = fastest_setting(st, info, opt.n_batch);
+        } else if (controller == "oracle") {
+          // The oracle's own plan in every setting, replayed from this state; the
+          // cheapest that meets the SLO, else the fastest.
+          chosen = -1;
+          double best = std::numeric_limits<double>::infinity();
+          for (size_t i = 0; i < st.models.size(); ++i) {
+            device::SimDevice d = dev;
+            const double e0 = d.energy_j();
+            switched(d, static_cast<int>(i));
+            auto trial = make_policy("oracle", st.models[i], popt);
+            RequestDriver drv(d, *trial, r, arrival, predicted, opt.n_batch);
+            device::for_each_request_event(d.model().n_layer(), r.prompt, r.output, opt.n_batch,
+                                           [&](const LayerEvent& ev) {
+                                             drv.on_event(ev);
+                                             return true;
+                                           });
+            const RequestResult res = drv.finish();
+            const double e = d.energy_j() - e0;
+            if (res.met && e < best) best = e, chosen = static_cast<int>(i);
+          }
+          if (chosen < 0) chosen = fastest_setting(st, info, opt.n_batch);
+        } else {
+          // Online: by the co-runner's observed past, as the controllers plan.
+          const LoadForecast fc([&dev](double t) { return dev.corunner_at(t); }, dev.now_s());
+          chosen = cheapest_setting(st, info, dev.corunner_intensity(), opt.n_batch, &fc);
+        }
+        pick_j = switched(dev, chosen);
+        return *pols[static_cast<size_t>(chosen)];
+      });
 }
 
 Summary summarize(const std::string& controller, const std::string& corunner,

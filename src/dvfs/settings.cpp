@@ -39,13 +39,27 @@ int fastest_setting(const Settings& st, const RequestInfo& r, int64_t n_batch) {
   return best;
 }
 
-int cheapest_setting(const Settings& st, const RequestInfo& r, double corunner, int64_t n_batch) {
+int cheapest_setting(const Settings& st, const RequestInfo& r, double corunner, int64_t n_batch,
+                     const LoadForecast* forecast) {
+  const int64_t n_out = std::max<int64_t>(r.predicted_output, 1);
+  const double prefill_h = std::max(0.0, r.ttft_target_s - (r.start_s - r.arrival_s));
+  const double decode_h = r.tpot_target_s * static_cast<double>(n_out - 1);
+  const double load =
+      forecast ? std::max(corunner, forecast->mean_load(prefill_h + decode_h)) : corunner;
   int best = -1;
   double best_e = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < st.models.size(); ++i) {
     const device::CostModel& m = *st.models[i];
+    double ttft_reserve = 0, tpot_reserve = 0;
+    if (forecast) {
+      const double c = m.profile().fit.contention;
+      ttft_reserve = forecast->burst_reserve_s(prefill_h, c);
+      if (n_out > 1)
+        tpot_reserve = forecast->burst_reserve_s(decode_h, c) / static_cast<double>(n_out - 1);
+    }
     for (int k = 0; k <= m.max_level(); ++k) {
-      const SingleClock p = predict_single_clock(m, k, r, corunner, n_batch);
+      SingleClock p = predict_single_clock(m, k, r, load, n_batch);
+      p.ttft_s += ttft_reserve, p.tpot_s += tpot_reserve;
       if (p.meets(r) && p.energy_j < best_e) best_e = p.energy_j, best = static_cast<int>(i);
     }
   }

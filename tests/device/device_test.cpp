@@ -267,6 +267,14 @@ TEST(Corunner, SeededPatternsAndCsv) {
   auto c = CorunnerTrace::make(path, 0);
   EXPECT_DOUBLE_EQ(c.at(1), 0.1);
   EXPECT_DOUBLE_EQ(c.at(3), 0.9);
+  // Periodic both ways (period 4 s here: the last sample holds as long as the one before):
+  // before time 0 is the end of the period before, what a load monitor sees of the past.
+  EXPECT_DOUBLE_EQ(c.at(-1), 0.9);
+  EXPECT_DOUBLE_EQ(c.at(-3), 0.1);
+  EXPECT_NEAR(c.mean(-2, 2), 0.5, 1e-12);
+  auto bursty = CorunnerTrace::make("bursty", 5);
+  for (double t = 0.05; t < 50; t += 0.5)
+    EXPECT_EQ(bursty.at(-t), bursty.at(bursty.period_s() - t)) << t;
   std::ofstream(path) << "t_s,intensity\n0,0.1\n2,1.7\n";
   EXPECT_THROW(CorunnerTrace::make(path, 0), Error);
   EXPECT_THROW(CorunnerTrace::make("no-such-pattern", 0), Error);

@@ -113,7 +113,7 @@ TEST(BatchCoSim, ALaxRequestSharingPassesWithATightOneRunsFaster) {
   auto lax_clock = [&](bool with_tight) {
     BatchCoSim b(g, nx("learned"));
     b.admit(1, "lax", 200, 64, 20.0, 3.0);
-    if (with_tight) b.admit(2, "tight", 200, 64, 1.0, 0.2);
+    if (with_tight) b.admit(2, "tight", 200, 64, 2.0, 0.19);
     const LayerHook h = b.hook();
     std::vector<BatchItem> pre = {{1, Phase::Prefill, 0, 200}};
     if (with_tight) pre.push_back({2, Phase::Prefill, 0, 200});

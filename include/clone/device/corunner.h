@@ -21,11 +21,12 @@ class CorunnerTrace {
   }
 
   const std::string& name() const { return name_; }
-  double at(double t_s) const;  // intensity at device time t (periodic past the end)
+  double at(double t_s) const;                  // intensity at device time t (periodic both ways)
   double mean(double t0_s, double t1_s) const;  // time-average over [t0, t1]
   double period_s() const { return period_; }
 
  private:
+  double phase(double t_s) const;  // t in [0, period)
   std::string name_;
   std::vector<std::pair<double, double>>
       seg_;  // (start time, intensity), starts ascending, first 0

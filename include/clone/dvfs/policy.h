@@ -41,8 +41,11 @@ struct State {
   Phase phase = Phase::Prefill;
   int layer = 0, n_layer = 0;  // layer == n_layer: the output head
   int64_t pos = 0, n_tokens = 0;
-  double corunner = 0;       // co-runner intensity now, 0..1
-  double corunner_peak = 0;  // recent peak (decays over ~10 s): what may come back
+  double corunner = 0;        // co-runner intensity now, 0..1
+  double corunner_ahead = 0;  // forecast mean load over the time the phase has left
+  // Time to keep in hand against a burst at the end of the phase heavier than that mean
+  // (the worst, over tail lengths, of the forecast's shortfall; dvfs/load_forecast.h).
+  double burst_reserve_s = 0;
   double ttft_target_s = 0, tpot_target_s = 0;
   int64_t prompt = 0;
   int64_t tokens_done = 0;          // output tokens produced so far
@@ -51,8 +54,8 @@ struct State {
   double phase_elapsed_s = 0;       // prefill: since arrival; decode: since the first token
   double slack_s = 0;               // budget due so far minus time spent (negative: behind)
   double budget_left_s = 0;         // phase budget still available
-  double work_left_s =
-      0;  // predicted rest of the phase at the top clock, co-runner at its recent peak
+  double work_left_s = 0;  // predicted rest of the phase at the top clock, co-runner as forecast
+                           // (or as now, if more)
   double ttft_est_s = 0, tpot_est_s = 0;  // whole prefill / one decode token at top clock, idle
   int level = 0;
   double util = 0;  // compute busy fraction of the last layer
@@ -101,6 +104,11 @@ struct Estimates {
   std::vector<double> prefill_layer_s;  // n_layer + 1 entries (head last), all prefill passes
   std::vector<double> decode_layer_s;   // n_layer + 1 entries
   double prefill_s = 0, decode_token_s = 0;
+  // One token at the first and at the last position of the predicted output; between them
+  // a token's time is interpolated (it is convex in the position, so this errs long).
+  int64_t decode_first_pos = 0, decode_last_pos = 0;
+  double decode_first_s = 0, decode_last_s = 0;
+  double decode_token_at(int64_t pos) const;
 };
 Estimates estimate(const device::CostModel& m, int64_t prompt, int64_t predicted_output,
                    int64_t n_batch);

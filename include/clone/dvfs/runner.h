@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "clone/device/sim.h"
+#include "clone/dvfs/load_forecast.h"
 #include "clone/dvfs/policy.h"
 #include "clone/dvfs/settings.h"
 #include "clone/workload/workload.h"
@@ -76,7 +77,12 @@ class RequestDriver {
   std::vector<TimelinePoint>* tl_;
   double e0_, first_ = -1;
   int64_t sw0_, pass_ = -1, decode_passes_ = 0;
-  double pass_start_ = 0, peak_ = 0, peak_t_ = 0;
+  double pass_start_ = 0;
+  // The co-runner's observed past (a load monitor), summarised again every second.
+  static constexpr double kForecastEvery_s = 1.0;
+  LoadForecast::Options fc_opt_;
+  LoadForecast fc_;
+  void forecast();
   Phase phase_ = Phase::Prefill;
 };
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "clone/device/cost_model.h"
+#include "clone/dvfs/load_forecast.h"
 #include "clone/dvfs/policy.h"
 
 namespace cln::dvfs {
@@ -39,7 +40,11 @@ Settings make_settings(const device::CostModel& base, const std::vector<std::str
 // Index of the setting whose top clock serves `r` soonest (idle board: its TTFT plus its
 // decode time for the predicted length).
 int fastest_setting(const Settings& st, const RequestInfo& r, int64_t n_batch);
-// Static's rule over every setting and clock (see above).
-int cheapest_setting(const Settings& st, const RequestInfo& r, double corunner, int64_t n_batch);
+// Static's rule over every setting and clock (see above). With a forecast (what the online
+// controllers choose by), each prediction is for the co-runner as loaded as the forecast
+// says it may be over the request (or as it is now, if more), and each phase must also
+// leave the forecast's burst reserve in hand.
+int cheapest_setting(const Settings& st, const RequestInfo& r, double corunner, int64_t n_batch,
+                     const LoadForecast* forecast = nullptr);
 
 }  // namespace cln::dvfs
