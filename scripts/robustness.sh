@@ -22,8 +22,12 @@ for factor in core_bytes_per_cycle compute_efficiency board_idle_w; do
     "$CLONE" sim --profile "$PROFILE" --controllers performance,podgov,static,learned,oracle \
       --corunner idle,bursty -n "$N" --no-plots --perturb "$factor=$scale" --out "$tmp/run" \
       > "$tmp/log" 2> /dev/null
-    awk -F, -v f="$factor" -v s="$scale" 'NR > 1 {
-        key = $4; e[key "," $5] = $8; a[key "," $5] = $14; inf[key "," $5] = $7; order[++n] = key "," $5
+    # Columns by their header names (summary.csv has grown columns before; a fixed index read
+    # a TTFT percentile as the attainment once).
+    awk -F, -v f="$factor" -v s="$scale" 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next } {
+        key = $c["corunner"] "," $c["controller"]
+        e[key] = $c["energy_j"]; a[key] = $c["attainment_feasible_pct"]; inf[key] = $c["infeasible"]
+        order[++n] = key
       } END {
         for (i = 1; i <= n; ++i) { k = order[i]; split(k, p, ",");
           printf "%s,%s,%s,%s,%.3f,%.3f,%s\n", f, s, p[1], p[2], a[k], 100 * (e[k] / e[p[1] ",performance"] - 1), inf[k] }
