@@ -41,13 +41,18 @@ double read_gbs_now(kernels::ThreadPool& pool, const std::vector<uint8_t>& buf) 
 }
 
 // The arithmetic peak of this moment: FMA, or integer dot products for quantized weights.
-double peak_now(kernels::ThreadPool& pool, bool int8) {
-  return int8 ? kernels::int8_gops_now(&pool) : kernels::fma_gflops_now(&pool);
+// *on names what was measured: the SIMD target dispatched to and the instruction.
+double peak_now(kernels::ThreadPool& pool, bool int8, std::string* on) {
+  const char* kind = "fma";
+  const double r = int8 ? kernels::int8_gops_now(&pool, &kind) : kernels::fma_gflops_now(&pool);
+  *on = std::string(kernels::simd_target_name()) + " " + kind;
+  return r;
 }
 
 struct Runs {
   double prefill_tps = 0, decode_tps = 0, read_gbs = 0;
   double peak_beside = 0, prefill_pct_peak = 0;  // see SpeedResult
+  std::string peak_on;
   double pct = 0, pct_min = 0, pct_max = 0;
   double rss_mb = 0, state_mb = 0;
 };
@@ -71,14 +76,14 @@ Runs run(const std::shared_ptr<const Model>& m, int threads, const SpeedOptions&
   std::vector<double> peaks, shares;
   for (int k = 0; k < o.reps && o.n_prompt > 0; ++k) {
     ctx.reset();
-    const double before = probe ? peak_now(ctx.pool(), int8) : 0.0;
+    const double before = probe ? peak_now(ctx.pool(), int8, &r.peak_on) : 0.0;
     const double t0 = now_s();
     ctx.eval(std::span<const int32_t>(prompt.data(), static_cast<size_t>(o.n_prompt)));
     const double tps = static_cast<double>(o.n_prompt) / (now_s() - t0);
     r.prefill_tps = std::max(r.prefill_tps, tps);
     if (probe) {
       peaks.push_back(before);
-      peaks.push_back(peak_now(ctx.pool(), int8));
+      peaks.push_back(peak_now(ctx.pool(), int8, &r.peak_on));
       const double beside = 0.5 * (peaks[peaks.size() - 2] + peaks.back());
       shares.push_back(100.0 * tps * flops_per_token / 1e9 / beside);
     }
@@ -149,6 +154,7 @@ SpeedResult measure_speed(const std::shared_ptr<const Model>& model, const std::
   s.prefill_pct_fma = limits.fma_gflops > 0 ? 100.0 * s.prefill_gflops / limits.fma_gflops : 0;
   s.prefill_peak = quantized ? "int8" : "fma";
   s.peak_beside = r.peak_beside;
+  s.peak_on = r.peak_on;
   s.prefill_pct_peak = r.prefill_pct_peak;
   s.decode_tps = r.decode_tps;
   s.decode_gbs = r.decode_tps * bytes / 1e9;
@@ -166,25 +172,11 @@ SpeedResult measure_speed(const std::shared_ptr<const Model>& model, const std::
 }
 
 Table speed_table(const std::vector<SpeedResult>& rows) {
-  Table t({"model",
-           "type",
-           "params_M",
-           "weights_MB",
-           "threads",
-           "prefill_tok_s",
-           "prefill_gflops",
-           "prefill_pct_fma",
-           "prefill_peak",
-           "peak_beside",
-           "prefill_pct_peak",
-           "decode_tok_s",
-           "decode_gbs",
-           "read_gbs_beside",
-           "decode_pct_bw",
-           "pct_bw_min",
-           "pct_bw_max",
-           "rss_MB",
-           "kv_scratch_MB",
+  Table t({"model",        "type",          "params_M",        "weights_MB",
+           "threads",      "prefill_tok_s", "prefill_gflops",  "prefill_pct_fma",
+           "prefill_peak", "peak_beside",   "peak_on",         "prefill_pct_peak",
+           "decode_tok_s", "decode_gbs",    "read_gbs_beside", "decode_pct_bw",
+           "pct_bw_min",   "pct_bw_max",    "rss_MB",          "kv_scratch_MB",
            "overhead_pct"});
   t.set_precision(1);
   for (const SpeedResult& s : rows)
@@ -198,6 +190,7 @@ Table speed_table(const std::vector<SpeedResult>& rows) {
            s.prefill_pct_fma,
            s.prefill_peak,
            s.peak_beside,
+           s.peak_on,
            s.prefill_pct_peak,
            s.decode_tps,
            s.decode_gbs,

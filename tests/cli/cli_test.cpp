@@ -117,15 +117,16 @@ TEST_F(Cli, BenchRunsOnAForcedTargetAndJudgesQuantizedPrefillByTheInt8Peak) {
   const auto& row = doc.at("models").at(0);
   EXPECT_EQ(row.at("prefill_peak"), "int8");
   // One pass between two int8 probes: its share is its rate over their mean, the median of
-  // two. The probes beside it and the start-up one measure the same instruction (the weakest
-  // target's); a shared machine moves it by ~10%, not by a factor of two.
+  // two. The probes beside it ran on the forced target, the same instruction the start-up
+  // probe measured (what they measured, not how fast: with tests running side by side the
+  // two rates differ by more than 2x).
   const double beside = row.at("peak_beside").get<double>();
+  EXPECT_GT(beside, 0.0);
   EXPECT_NEAR(row.at("prefill_pct_peak").get<double>(),
               100 * row.at("prefill_gflops").get<double>() / beside,
               1e-6 * row.at("prefill_pct_peak").get<double>() + 1e-9);
-  const double startup = doc.at("machine").at("int8_gops").get<double>();
-  EXPECT_GT(beside, 0.5 * startup);
-  EXPECT_LT(beside, 2.0 * startup);
+  EXPECT_EQ(row.at("peak_on").get<std::string>(),
+            weakest + " " + doc.at("machine").at("int8_kind").get<std::string>());
 }
 
 TEST_F(Cli, RunOnADeviceWritesItsTrace) {

@@ -36,9 +36,11 @@ struct SpeedResult {
   // Prefill against the peak of the arithmetic it runs: "fma" (F32/F16 weights) or "int8"
   // (Q8_0/Q4_0, integer dot products on quantized activations), probed before and after each
   // pass: peak_beside is the median of the probes, prefill_pct_peak the median over passes of
-  // each pass's rate over the mean of its two probes.
+  // each pass's rate over the mean of its two probes; peak_on names the SIMD target and
+  // instruction those probes ran ("AVX2 i16 pairs", "AVX3_DL vpdpbusd", "SSE4 fma").
   std::string prefill_peak;
   double peak_beside = 0;
+  std::string peak_on;
   double prefill_pct_peak = 0;
   double decode_tps = 0, decode_gbs = 0;
   double read_gbs = 0;  // median bandwidth probed beside the decode runs
