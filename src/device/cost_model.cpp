@@ -72,6 +72,8 @@ CostModel::CostModel(DeviceProfile profile, ModelConfig model, CostOptions opt)
     levels_ = lv;
   }
   weight_bytes_ = model_weight_bytes(model_);
+  for (int64_t il = 0; il < model_.n_layer(); ++il) statics_.push_back(layer_statics(model_, il));
+  head_bytes_ = head_weight_bytes(model_);
   double kv_per_token = 0;
   for (int64_t il = 0; il < model_.n_layer(); ++il)
     kv_per_token += static_cast<double>(layer_params(model_, il).kv_dim) * opt_.kv_bytes_per_value;
@@ -95,9 +97,9 @@ Work CostModel::work(int layer, Phase phase, int64_t pos, int64_t n_tokens) cons
         phase == Phase::Prefill
             ? std::min<int64_t>(n_tokens, std::max<int64_t>(1, opt_.n_logits_prefill))
             : n_tokens;
-    pc = head_pass(model_, n_tokens, n_out, po);
+    pc = head_pass(model_, head_bytes_, n_tokens, n_out, po);
   } else {
-    pc = layer_pass(model_, layer, pos, n_tokens, po);
+    pc = layer_pass(model_, layer, statics_[static_cast<size_t>(layer)], pos, n_tokens, po);
   }
   Work w;
   if (layer < n_layer()) {

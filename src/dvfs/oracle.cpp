@@ -36,6 +36,7 @@ class Oracle : public Policy {
   Oracle(std::shared_ptr<const CostModel> m, int64_t n_batch)
       : m_(std::move(m)), n_batch_(n_batch) {}
   std::string name() const override { return "oracle"; }
+  bool reads_forecast() const override { return false; }  // it plans with the trace itself
   void begin(const RequestInfo& r, const device::SimDevice* sim) override;
   int decide(const State& s) override {
     if (next_ >= plan_.size() || nodes_[next_].layer != s.layer) return m_->max_level();

@@ -162,6 +162,7 @@ class Performance : public Policy {
  public:
   explicit Performance(int top) : top_(top) {}
   std::string name() const override { return "performance"; }
+  bool reads_forecast() const override { return false; }
   int decide(const State&) override { return top_; }
 
  private:
@@ -171,6 +172,7 @@ class Performance : public Policy {
 class Powersave : public Policy {
  public:
   std::string name() const override { return "powersave"; }
+  bool reads_forecast() const override { return false; }
   int decide(const State&) override { return 0; }
 };
 
@@ -180,6 +182,7 @@ class Schedutil : public Policy {
     level_ = m_->max_level();
   }
   std::string name() const override { return "schedutil"; }
+  bool reads_forecast() const override { return false; }
   int decide(const State& s) override {
     double fmax = m_->levels().back().mhz;
     double f = m_->levels()[static_cast<size_t>(s.level)].mhz;
@@ -230,6 +233,7 @@ class StaticPerRequest : public Policy {
   StaticPerRequest(std::shared_ptr<const CostModel> m, int64_t n_batch)
       : m_(std::move(m)), n_batch_(n_batch) {}
   std::string name() const override { return "static"; }
+  bool reads_forecast() const override { return false; }
   // The cheapest single clock whose predicted TTFT and TPOT meet the SLO (not the lowest
   // such clock: below the energy-optimal clock a slower run costs more static energy).
   void begin(const RequestInfo& r, const device::SimDevice* sim) override {
@@ -260,6 +264,7 @@ class LoadGovernor : public Policy {
   LoadGovernor(std::shared_ptr<const CostModel> m, double window)
       : m_(std::move(m)), window_(window), level_(m_->max_level()) {}
   std::string name() const override { return "podgov"; }
+  bool reads_forecast() const override { return false; }
   int decide(const State& s) override {
     if (last_now_ < 0) last_now_ = s.now_s - s.last_layer_s;
     busy_ += s.last_layer_s;

@@ -52,7 +52,7 @@ RequestDriver::RequestDriver(device::SimDevice& dev, Policy& pol, const workload
     fail("request ", r.id, ": no SLO targets (ttft_target_s, tpot_target_s must be positive)");
   info_ = info_for(r, arrival_s, dev.now_s(), predicted_output);
   est_ = estimate(*plan_, r.prompt, info_.predicted_output, n_batch);
-  forecast();
+  if (pol_.reads_forecast()) forecast();
   pol_.begin(info_, &dev_);
 }
 
@@ -95,7 +95,8 @@ int RequestDriver::decide(const LayerEvent& ev) {
   s.util = dev_.last_util();
   s.last_layer_s = dev_.last_cost().time_s;
   s.elapsed_s = s.now_s - info_.arrival_s;
-  if (s.now_s - fc_.made_at_s() >= kForecastEvery_s) forecast();
+  const bool ahead = pol_.reads_forecast();
+  if (ahead && s.now_s - fc_.made_at_s() >= kForecastEvery_s) forecast();
   size_t l = static_cast<size_t>(ev.layer);
   if (ev.phase == Phase::Prefill) {
     s.tokens_done = 0;
@@ -137,8 +138,8 @@ int RequestDriver::decide(const LayerEvent& ev) {
   // The rest of the phase is planned for the co-runner as loaded as the forecast says it may
   // be over the time the phase has left.
   const double horizon = std::max(s.budget_left_s, 0.0), contention = m.profile().fit.contention;
-  s.corunner_ahead = fc_.mean_load(horizon);
-  s.burst_reserve_s = fc_.burst_reserve_s(horizon, contention);
+  s.corunner_ahead = ahead ? fc_.mean_load(horizon) : s.corunner;
+  s.burst_reserve_s = ahead ? fc_.burst_reserve_s(horizon, contention) : 0.0;
   // A burst under way now is planned to go on (as the MPC teacher plans the later layers).
   s.work_left_s /= std::max(1e-3, 1 - contention * std::max(s.corunner, s.corunner_ahead));
   return pol_.decide(s);

@@ -96,11 +96,20 @@ double decode_weight_bytes(const ModelConfig& c) {
   return b;
 }
 
+LayerStatics layer_statics(const ModelConfig& c, int64_t layer) {
+  return {layer_params(c, layer), layer_weight_bytes(c, layer)};
+}
+
 PassCount layer_pass(const ModelConfig& c, int64_t layer, int64_t pos, int64_t n_tokens,
                      const PassOptions& o) {
+  return layer_pass(c, layer, layer_statics(c, layer), pos, n_tokens, o);
+}
+
+PassCount layer_pass(const ModelConfig& c, int64_t layer, const LayerStatics& st, int64_t pos,
+                     int64_t n_tokens, const PassOptions& o) {
   PassCount r;
   const LayerShape& s = c.layers.at(static_cast<size_t>(layer));
-  const LayerParams p = layer_params(c, layer);
+  const LayerParams& p = st.params;
   const double n = static_cast<double>(n_tokens), d = static_cast<double>(c.n_embd);
   const double ff = static_cast<double>(s.n_ff);
   r.matmul_flops = 2 * n * static_cast<double>(p.matrices());
@@ -119,7 +128,7 @@ PassCount layer_pass(const ModelConfig& c, int64_t layer, int64_t pos, int64_t n
     r.other_flops += n * (5 * d + 4 * ff);
     r.act_bytes += n * (2 * d + 3 * ff) * o.act_bytes_per_value;
   }
-  r.weight_bytes = layer_weight_bytes(c, layer);
+  r.weight_bytes = st.weight_bytes;
   if (o.n_experts > 0) {
     const double rank = static_cast<double>(o.lora_rank * o.n_experts);
     r.lora_flops = 2 * n * rank * static_cast<double>(p.lora_per_rank);
@@ -130,13 +139,18 @@ PassCount layer_pass(const ModelConfig& c, int64_t layer, int64_t pos, int64_t n
 
 PassCount head_pass(const ModelConfig& c, int64_t n_tokens, int64_t n_logits,
                     const PassOptions& o) {
+  return head_pass(c, head_weight_bytes(c), n_tokens, n_logits, o);
+}
+
+PassCount head_pass(const ModelConfig& c, double head_bytes, int64_t n_tokens, int64_t n_logits,
+                    const PassOptions& o) {
   PassCount r;
   const double n = static_cast<double>(n_tokens), d = static_cast<double>(c.n_embd);
   const double v = static_cast<double>(c.n_vocab);
   const double out = static_cast<double>(std::clamp<int64_t>(n_logits, 0, n_tokens));
   r.matmul_flops = 2 * out * d * v;
   r.other_flops = 4 * n * d;
-  r.weight_bytes = head_weight_bytes(c);
+  r.weight_bytes = head_bytes;
   r.act_bytes = out * v * 4 + n * d * o.act_bytes_per_value;
   return r;
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "clone/device/profile.h"
+#include "clone/engine/accounting.h"
 #include "clone/engine/hook.h"
 #include "clone/engine/model_config.h"
 
@@ -96,6 +97,8 @@ class CostModel {
  private:
   DeviceProfile profile_;
   ModelConfig model_;
+  std::vector<LayerStatics> statics_;  // per layer, for work()
+  double head_bytes_ = 0;
   CostOptions opt_;
   std::vector<OperatingPoint> levels_;
   const ComputeUnit* unit_ = nullptr;

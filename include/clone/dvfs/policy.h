@@ -73,6 +73,11 @@ class Policy {
     (void)sim;
   }
   virtual int decide(const State& s) = 0;
+  // Whether decide() reads the state's forecast of the co-runner (corunner_ahead,
+  // burst_reserve_s, and work_left_s, which is planned with it). The request driver keeps
+  // the forecast (dvfs/load_forecast.h) only for controllers that do; for the others those
+  // fields hold the load observed now and no reserve.
+  virtual bool reads_forecast() const { return true; }
 };
 
 struct Mlp;

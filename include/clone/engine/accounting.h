@@ -57,10 +57,23 @@ struct PassCount {
   PassCount& operator+=(const PassCount& o);
 };
 
-// One pass of n tokens at pos through layer `layer`.
+// What a layer's passes share whatever their tokens: a caller costing many passes (the
+// device cost model) computes it once per layer.
+struct LayerStatics {
+  LayerParams params;
+  double weight_bytes = 0;
+};
+LayerStatics layer_statics(const ModelConfig& c, int64_t layer);
+
+// One pass of n tokens at pos through layer `layer` (its statics given, or computed).
+PassCount layer_pass(const ModelConfig& c, int64_t layer, const LayerStatics& st, int64_t pos,
+                     int64_t n_tokens, const PassOptions& o = {});
 PassCount layer_pass(const ModelConfig& c, int64_t layer, int64_t pos, int64_t n_tokens,
                      const PassOptions& o = {});
-// The final norm over n tokens and the output head over the n_logits last of them.
+// The final norm over n tokens and the output head over the n_logits last of them (its
+// weight bytes given, or computed).
+PassCount head_pass(const ModelConfig& c, double head_bytes, int64_t n_tokens, int64_t n_logits,
+                    const PassOptions& o = {});
 PassCount head_pass(const ModelConfig& c, int64_t n_tokens, int64_t n_logits,
                     const PassOptions& o = {});
 // Every layer and the head: a prefill of n tokens from pos computes n_logits logits (the
