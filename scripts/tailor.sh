@@ -8,6 +8,11 @@
 #
 #   scripts/tailor.sh                          # everything (hours on 2 cores)
 #   BOARDS=orin-nx-16gb BUDGETS=0.65 RECOVER_STEPS=50 scripts/tailor.sh   # one cell, short
+#   SLO_TPOT_MS=1.104 SLO_ENERGY_J=2.0 scripts/tailor.sh   # one absolute SLO for every board
+#
+# With SLO_TPOT_MS and SLO_ENERGY_J every board gets the same TPOT target (ms) and request
+# energy budget (J), as one application deployed on several boards would; each board's search
+# then runs at its own shares of its dense model (which budget binds depends on the board).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build/release}
@@ -20,6 +25,26 @@ RECOVER_STEPS=${RECOVER_STEPS:-300}
 THREADS=${THREADS:-2}
 CLONE="$BUILD/bin/clone"
 [ -x "$CLONE" ] || { echo "no $CLONE: build first (scripts/test.sh or cmake --build)" >&2; exit 1; }
+SLO_TPOT_MS=${SLO_TPOT_MS:-}
+SLO_ENERGY_J=${SLO_ENERGY_J:-}
+if [ -n "$SLO_TPOT_MS$SLO_ENERGY_J" ]; then
+  [ -n "$SLO_TPOT_MS" ] && [ -n "$SLO_ENERGY_J" ] ||
+    { echo "set both SLO_TPOT_MS and SLO_ENERGY_J, or neither" >&2; exit 1; }
+  BUDGETS="${SLO_TPOT_MS}ms-${SLO_ENERGY_J}J"
+fi
+
+# A board's budgets as "latency_share energy_share" of its dense model's TPOT and energy:
+# the budget share itself, or the absolute SLO over the dense model's cost on that board.
+shares() {
+  if [ -n "$SLO_TPOT_MS" ]; then
+    "$CLONE" device cost -m "$BASE" --profile "$1" |
+      awk -F' *[|] *' -v t="$SLO_TPOT_MS" -v e="$SLO_ENERGY_J" \
+        'NR == 3 { if (t > $4 || e > $5) { print "an absolute budget above the dense model'"'"'s cost" > "/dev/stderr"; exit 1 }
+                   printf "%.4f %.4f", t / $4, e / $5 }'
+  else
+    echo "$2 $2"
+  fi
+}
 
 # Mean test NLL over domains, as a perplexity (the geometric mean of the domains' ones).
 test_ppl() {
@@ -43,11 +68,13 @@ echo "| dense (no pruning, no recovery) | | | | | | | $(test_ppl "$BASE" "$OUT/d
 for b in $BUDGETS; do
   for board in $BOARDS; do
     dir="$OUT/$board-$b"
+    sh=$(shares "$board" "$b")  # fails the script on a bad SLO
+    read -r lat en <<< "$sh"
     status=0
     # A finished search (its summary written) is not run again; an interrupted one resumes
     # from its candidates.jsonl with the same result.
     [ -f "$dir/summary.md" ] ||
-      "$CLONE" tailor -m "$BASE" --profile "$board" --latency-budget "$b" --energy-budget "$b" \
+      "$CLONE" tailor -m "$BASE" --profile "$board" --latency-budget "$lat" --energy-budget "$en" \
         --data "$DATA" --out "$dir" -t "$THREADS" || status=$?
     [ "$status" -eq 0 ] || [ "$status" -eq 3 ] || exit "$status"  # 3: nothing within budget
     for model in "$dir"/best-*.gguf; do
@@ -73,7 +100,16 @@ done
 b0=${BUDGETS%% *}
 spec="$OUT/specificity.md"
 {
-  echo "Device specificity at budgets of $b0 of the dense model's TPOT and energy on each board:"
+  if [ -n "$SLO_TPOT_MS" ]; then
+    echo "Device specificity under one SLO for every board: TPOT $SLO_TPOT_MS ms, request energy $SLO_ENERGY_J J"
+    for on in $BOARDS; do
+      sh=$(shares "$on" "$b0")
+      read -r lat en <<< "$sh"
+      echo "($on: $lat of its dense model's TPOT, $en of its energy);"
+    done
+  else
+    echo "Device specificity at budgets of $b0 of the dense model's TPOT and energy on each board:"
+  fi
   echo "the search score (1 / recovered test perplexity, times (budget / cost)^2 for a budget"
   echo "exceeded) of each board's tailored model on each board; (within) = meets both budgets."
   echo
@@ -88,8 +124,10 @@ for for_board in $BOARDS; do
   model="$OUT/$for_board-$b0/recover-$method/model.gguf"
   printf "| %s (%s, test ppl %s) |" "$for_board" "$method" "$ppl" >> "$spec"
   for on in $BOARDS; do
+    sh=$(shares "$on" "$b0")
+    read -r lat en <<< "$sh"
     cell=$("$CLONE" device cost -m "$model" --profile "$on" --dense "$BASE" \
-             --latency-budget "$b0" --energy-budget "$b0" --ppl "$ppl" |
+             --latency-budget "$lat" --energy-budget "$en" --ppl "$ppl" |
            awk -F' *[|] *' 'NR == 3 { printf "%s%s", $9, ($8 == "yes" ? " (within)" : "") }')
     printf " %s |" "$cell" >> "$spec"
   done
@@ -105,7 +143,9 @@ models=$(ls "$OUT"/*/best-*.gguf 2> /dev/null || true)
 if [ -n "$models" ]; then
   # shellcheck disable=SC2086
   "$CLONE" bench $(printf -- "-m %s " $models) -p 16 -n 256 -r 1 --decode-reps 9 --no-overhead \
-    -t "$THREADS" -o csv 2> /dev/null | awk -F, 'NR > 3 { print 1000 / $11 }' |
+    -t "$THREADS" -o csv 2> /dev/null |
+    awk -F, '$1 == "model" { for (i = 1; i <= NF; i++) if ($i == "decode_tok_s") c = i; next }
+             c { print 1000 / $c }' |  # the column by its name: bench's columns grow
     paste -d, <(printf "%s\n" $models) - > "$rank.cpu"  # rows in the order of -m
   echo "model,cpu_ms_per_token,$(echo "$BOARDS" | sed 's/ /_tpot_ms,/g')_tpot_ms" > "$rank"
   while IFS=, read -r model cpu; do
