@@ -38,9 +38,18 @@ echo "== Fuzzing the GGUF reader (libFuzzer, seed corpus: the golden GGUF files)
 CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCLONE_BUILD_FUZZ=ON -DCLONE_BUILD_TESTS=OFF -DCLONE_BUILD_BENCH=OFF -DCLONE_WERROR=OFF >/dev/null
 cmake --build build/fuzz -j"$jobs" --target fuzz_gguf
-corpus=$(mktemp -d)
-cp "$root"/../shared/data/golden-gguf/*.gguf "$corpus"/
-build/fuzz/fuzz/fuzz_gguf -max_total_time="${CLONE_FUZZ_SECONDS:-60}" -max_len=65536 \
-  -rss_limit_mb=4096 -print_final_stats=1 "$corpus" 2>&1 | tail -n 12
-rm -rf "$corpus"
+# Two fuzzers side by side (one per core; libFuzzer runs on one), each from the seed corpus
+# with its own seed and its own copy, for half the time each.
+secs=${CLONE_FUZZ_SECONDS:-60}
+pids=()
+for i in 1 2; do
+  corpus=$(mktemp -d)
+  cp "$root"/../shared/data/golden-gguf/*.gguf "$corpus"/
+  (status=0
+   build/fuzz/fuzz/fuzz_gguf -seed="$i" -max_total_time="$(((secs + 1) / 2))" -max_len=65536 \
+     -rss_limit_mb=4096 -print_final_stats=1 "$corpus" > "$corpus.log" 2>&1 || status=$?
+   tail -n 12 "$corpus.log"; rm -rf "$corpus" "$corpus.log"; exit $status) &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done  # set -e: a fuzzer that found a crash fails the run
 echo "fuzz: passed (no crash)"
