@@ -75,8 +75,8 @@ CostModel::CostModel(DeviceProfile profile, ModelConfig model, CostOptions opt)
   for (int64_t il = 0; il < model_.n_layer(); ++il) statics_.push_back(layer_statics(model_, il));
   head_bytes_ = head_weight_bytes(model_);
   double kv_per_token = 0;
-  for (int64_t il = 0; il < model_.n_layer(); ++il)
-    kv_per_token += static_cast<double>(layer_params(model_, il).kv_dim) * opt_.kv_bytes_per_value;
+  for (const LayerStatics& st : statics_)
+    kv_per_token += static_cast<double>(st.params.kv_dim) * opt_.kv_bytes_per_value;
   double activations = 0.25e9;
   double avail = profile_.memory.size_gb * 1e9 * profile_.memory.usable_fraction -
                  kv_per_token * static_cast<double>(opt_.max_context) - activations;
