@@ -44,6 +44,7 @@ std::string trim(std::string s) {
 struct Item {
   std::vector<int32_t> tokens;  // text to score, or a task prompt
   std::string answer;           // tasks
+  int64_t joint = 0;            // mixed texts: where the second source's half begins
 };
 
 struct Set {
@@ -159,11 +160,15 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
     s.name = a + " + " + b;
     s.right = {static_cast<size_t>(ia), static_cast<size_t>(ib)};
     s.tokens = text_length(o, {a, b}, tok);
-    const int64_t half = s.tokens / 2;
-    const PromptSet pa = prompt_set(o.data_dir, a, o.split, tok, o.base, o.per_set, half, 0);
-    const PromptSet pb = prompt_set(o.data_dir, b, o.split, tok, o.base, o.per_set, half + 1, 0);
+    const int64_t half = s.tokens / 2, shift = o.mixed_shift;
+    if (shift < 0 || shift >= half - 1)
+      fail("router evaluation: a mixed-text shift of ", shift, " tokens in texts of ", s.tokens);
+    const PromptSet pa =
+        prompt_set(o.data_dir, a, o.split, tok, o.base, o.per_set, half + shift, 0);
+    const PromptSet pb =
+        prompt_set(o.data_dir, b, o.split, tok, o.base, o.per_set, half - shift + 1, 0);
     for (size_t i = 0; i < std::min(pa.prompts.size(), pb.prompts.size()); ++i) {
-      Item it{pa.prompts[i], ""};
+      Item it{pa.prompts[i], "", static_cast<int64_t>(pa.prompts[i].size())};
       it.tokens.insert(it.tokens.end(), pb.prompts[i].begin() + 1, pb.prompts[i].end());
       s.items.push_back(std::move(it));
     }
@@ -218,24 +223,16 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
     }
   };
 
-  // Soft MoE per segment (RouteEvalOptions::segment): a text scored in segments, each under
-  // the weights of the context a re-routing server would have embedded at its start.
-  const auto score_segments = [&](const Item& it, Acc& acc) {
-    const auto& t = it.tokens;
+  // Adds a text's score when its parts [starts[i], starts[i + 1]) run under weights[i], one
+  // cache throughout (only the experts change between parts).
+  const auto score_parts = [&](const std::vector<int32_t>& t, const std::vector<int64_t>& starts,
+                               const std::vector<std::vector<double>>& weights, Acc& acc) {
     const auto n = static_cast<int64_t>(t.size());
     const int64_t V = model->config().n_vocab;
     ctx.reset();
-    for (int64_t start = 0; start < n; start += o.segment) {
-      const int64_t end = std::min(n, start + o.segment);
-      std::vector<int32_t> window;
-      if (start == 0) {
-        window.assign(t.begin(), t.begin() + end);
-      } else {
-        window.push_back(tok.bos());
-        window.insert(window.end(), t.begin() + std::max<int64_t>(1, start - o.segment_window),
-                      t.begin() + start);
-      }
-      use(seg_weights(window));
+    for (size_t i = 0; i < starts.size(); ++i) {
+      const int64_t start = starts[i], end = i + 1 < starts.size() ? starts[i + 1] : n;
+      use(weights[i]);
       const auto logits = ctx.eval(
           std::span(t).subspan(static_cast<size_t>(start), static_cast<size_t>(end - start)), true);
       for (int64_t j = start; j < end && j + 1 < n; ++j) {
@@ -244,8 +241,31 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
       }
     }
   };
+  // Soft MoE per segment (RouteEvalOptions::segment): a text scored in segments, each under
+  // the weights of its segment_window_tokens blended with the request's (the whole text's
+  // for Own, its first segment's for Before), once per RouteEvalOptions::segment_blends.
+  const auto score_segments = [&](const Item& it, const std::vector<double>& whole,
+                                  std::vector<Acc>& accs) {
+    const auto& t = it.tokens;
+    const auto n = static_cast<int64_t>(t.size());
+    std::vector<int64_t> starts;
+    std::vector<std::vector<double>> ws;
+    for (int64_t start = 0; start < n; start += o.segment) {
+      starts.push_back(start);
+      ws.push_back(seg_weights(segment_window_tokens(
+          t, start, std::min(n, start + o.segment), o.segment_route, o.segment_window, tok.bos())));
+    }
+    const std::vector<double> request = o.segment_route == SegmentRoute::Own ? whole : ws[0];
+    for (size_t b = 0; b < o.segment_blends.size(); ++b) {
+      std::vector<std::vector<double>> blended;
+      for (const auto& w : ws)
+        blended.push_back(blend_weights(w, request, o.segment_blends[b], o.segment_gated));
+      score_parts(t, starts, blended, accs[b]);
+    }
+  };
 
   RouteEval r;
+  if (o.segment > 0) r.segment_blends = o.segment_blends;
   for (const Set& s : sets) {
     RouteSetResult res;
     res.set = s.name;
@@ -253,7 +273,9 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
     res.text = s.text;
     res.items = static_cast<int64_t>(s.items.size());
     res.tokens = s.tokens;
-    Acc base, soft_a, top1_a, uni_a, seg_a;
+    Acc base, soft_a, top1_a, uni_a;
+    std::vector<Acc> seg_a(o.segment_blends.size());
+    Acc halves;
     std::vector<Acc> single(s.right.size()), grid_a(grid.size());
     int64_t hit_h = 0, hit_t = 0;
     double weight = 0;
@@ -273,7 +295,9 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
       score(it, s.text, ws, soft_a);
       score(it, s.text, w1, top1_a);
       score(it, s.text, uniform.weights(eh), uni_a);
-      if (s.text && o.segment > 0) score_segments(it, seg_a);
+      if (s.text && o.segment > 0) score_segments(it, ws, seg_a);
+      if (it.joint > 0)  // each half under its own source's expert
+        score_parts(it.tokens, {0, it.joint}, {one_hot(s.right[0]), one_hot(s.right[1])}, halves);
       for (size_t g = 0; g < grid.size(); ++g) score(it, s.text, grid[g].weights(eh), grid_a[g]);
     }
     for (const Acc& a : grid_a) res.grid.push_back(a.value(s.text));
@@ -285,7 +309,9 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
     res.soft = soft_a.value(s.text);
     res.top1 = top1_a.value(s.text);
     res.uniform = uni_a.value(s.text);
-    if (s.text && o.segment > 0) res.segmented = seg_a.value(true);
+    if (s.text && o.segment > 0)
+      for (const Acc& a : seg_a) res.segmented.push_back(a.value(true));
+    if (halves.n > 0) res.right_per_half = halves.value(true);
     res.right_single = single[0].value(s.text);
     for (const Acc& a : single)
       res.right_single = s.text ? std::min(res.right_single, a.value(true))
@@ -296,7 +322,7 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
                    "%.2f | base %.3f right %.3f soft %.3f top1 %.3f uniform %.3f segmented %.3f\n",
                    res.set.c_str(), static_cast<long long>(res.items), res.top1_hidden,
                    res.top1_tfidf, res.right_weight, res.base, res.right_single, res.soft, res.top1,
-                   res.uniform, res.segmented);
+                   res.uniform, res.segmented.empty() ? -1.0 : res.segmented.back());
     r.sets.push_back(res);
   }
 
@@ -345,11 +371,19 @@ Table routing_table(const RouteEval& e) {
 }
 
 Table quality_table(const RouteEval& e) {
-  const bool seg =
-      std::any_of(e.sets.begin(), e.sets.end(), [](const auto& s) { return s.segmented >= 0; });
   std::vector<std::string> head = {"held-out set", "measure", "base",   "right single expert",
                                    "soft MoE",     "top-1",   "uniform"};
-  if (seg) head.emplace_back("soft MoE per segment");
+  const bool halves = std::any_of(e.sets.begin(), e.sets.end(),
+                                  [](const auto& s) { return s.right_per_half >= 0; });
+  if (halves) head.emplace_back("right expert per half");
+  for (double l : e.segment_blends) {
+    char h[64];
+    if (l == 1.0)
+      std::snprintf(h, sizeof h, "soft MoE per segment");
+    else
+      std::snprintf(h, sizeof h, "soft MoE per segment, blend %.2g", l);
+    head.emplace_back(h);
+  }
   Table t(head);
   t.set_precision(2);
   for (const auto& s : e.sets) {
@@ -358,8 +392,12 @@ Table quality_table(const RouteEval& e) {
         s.base,   s.right_single,
         s.soft,   s.top1,
         s.uniform};
-    if (seg)
-      row.push_back(s.segmented >= 0 ? Table::Cell(s.segmented) : Table::Cell(std::string("-")));
+    if (halves)
+      row.push_back(s.right_per_half >= 0 ? Table::Cell(s.right_per_half)
+                                          : Table::Cell(std::string("-")));
+    for (size_t b = 0; b < e.segment_blends.size(); ++b)
+      row.push_back(b < s.segmented.size() ? Table::Cell(s.segmented[b])
+                                           : Table::Cell(std::string("-")));
     t.add(row);
   }
   return t;

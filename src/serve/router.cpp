@@ -136,4 +136,35 @@ std::vector<double> Router::weights(std::span<const float> e) const {
   return w;
 }
 
+std::vector<int32_t> segment_window_tokens(std::span<const int32_t> text, int64_t start,
+                                           int64_t end, SegmentRoute how, int64_t window,
+                                           int32_t bos) {
+  const auto n = static_cast<int64_t>(text.size());
+  if (start < 0 || end <= start || end > n)
+    fail("segment [", start, ", ", end, ") outside a text of ", n, " tokens");
+  if (start == 0) return {text.begin(), text.begin() + end};
+  std::vector<int32_t> w = {bos};
+  if (how == SegmentRoute::Own) {
+    w.insert(w.end(), text.begin() + start, text.begin() + end);
+  } else {
+    if (window < 1) fail("segment routing window of ", window, " tokens");
+    w.insert(w.end(), text.begin() + std::max<int64_t>(1, start - window), text.begin() + start);
+  }
+  return w;
+}
+
+std::vector<double> blend_weights(const std::vector<double>& segment,
+                                  const std::vector<double>& request, double lambda, bool gated) {
+  if (segment.size() != request.size())
+    fail("blending ", segment.size(), " segment weights with ", request.size(), " request weights");
+  if (!(lambda >= 0 && lambda <= 1)) fail("segment blend ", lambda, " outside [0, 1]");
+  if (gated && !segment.empty() &&
+      std::max_element(segment.begin(), segment.end()) - segment.begin() ==
+          std::max_element(request.begin(), request.end()) - request.begin())
+    return request;
+  std::vector<double> w(segment.size());
+  for (size_t e = 0; e < w.size(); ++e) w[e] = lambda * segment[e] + (1 - lambda) * request[e];
+  return w;
+}
+
 }  // namespace cln::serve

@@ -40,6 +40,7 @@ struct Scheduler::Live {
   int slot = -1;
   int64_t id = -1;    // on the simulated board
   size_t fed = 0;     // prompt tokens already run
+  size_t part = 0;    // the prompt part being fed (GenResult::prompt_parts)
   int32_t next = -1;  // the token to run in the next pass (decode)
   bool done = false;  // stopped by EOS, its limit or a full context
   Clock::time_point submitted, admitted, first, last;
@@ -59,6 +60,9 @@ Scheduler::Scheduler(
   if (o_.reroute_every < 0 || o_.reroute_window < 1)
     fail("serve: re-routing every ", o_.reroute_every, " tokens on a window of ", o_.reroute_window,
          " (every >= 0, window >= 1)");
+  if (o_.prompt_part < 0 || !(o_.prompt_part_blend >= 0 && o_.prompt_part_blend <= 1))
+    fail("serve: prompt parts of ", o_.prompt_part, " tokens blended by ", o_.prompt_part_blend,
+         " (parts >= 0, blend in [0, 1])");
   if (!keys.empty()) {
     if (keys.size() != experts_.size()) fail("serve: every expert needs a router key");
     router_ = std::make_unique<Router>(keys, o_.router);
@@ -155,14 +159,35 @@ std::vector<std::pair<std::string, double>> Scheduler::route(const GenRequest& r
     case ExpertChoice::Mode::Weights:
       mix = r.experts.weights;
       break;
-    case ExpertChoice::Mode::Router: {
-      const std::vector<double> w = router_->weights(embedding);
-      for (size_t i = 0; i < w.size(); ++i)
-        if (w[i] > 0) mix.emplace_back(experts_[i].first, w[i]);
+    case ExpertChoice::Mode::Router:
+      mix = named(router_->weights(embedding));
       break;
-    }
   }
   return mix;
+}
+
+std::vector<std::pair<std::string, double>> Scheduler::named(const std::vector<double>& w) const {
+  std::vector<std::pair<std::string, double>> mix;
+  for (size_t i = 0; i < w.size(); ++i)
+    if (w[i] > 0) mix.emplace_back(experts_[i].first, w[i]);
+  return mix;
+}
+
+std::vector<int64_t> Scheduler::route_parts(Live& l, std::span<const float> embedding) {
+  GenResult& res = l.ticket->result_;
+  const auto& p = l.req.prompt;
+  const auto n = static_cast<int64_t>(p.size());
+  const std::vector<double> whole = router_->weights(embedding);
+  std::vector<int64_t> embedded;
+  for (int64_t start = 0; start < n; start += o_.prompt_part) {
+    const auto window = segment_window_tokens(p, start, std::min(n, start + o_.prompt_part),
+                                              SegmentRoute::Own, 1, tok_.bos());
+    const std::vector<double> own = router_->weights(embedder_->embed(window));
+    res.prompt_parts.push_back({start, named(blend_weights(own, whole, o_.prompt_part_blend))});
+    embedded.push_back(std::min(static_cast<int64_t>(window.size()), embedder_->max_tokens()));
+  }
+  res.weights = res.prompt_parts.back().weights;  // the output continues the last part
+  return embedded;
 }
 
 std::vector<ActiveLora> Scheduler::adapters(
@@ -206,19 +231,20 @@ void Scheduler::admit(std::shared_ptr<Live> l) {
   const bool routed = l->req.experts.mode == ExpertChoice::Mode::Router;
   const bool shared = embedder_ && length_ && length_->embedder_name() == embedder_->name();
   std::vector<float> emb;
-  if (routed || shared) {
-    const auto t0 = Clock::now();
-    emb = embedder_->embed(l->req.prompt);
-    if (routed) res.route_s = seconds(t0, Clock::now());
-  }
+  if (routed || shared) emb = embedder_->embed(l->req.prompt);
   res.weights = route(l->req, emb);
+  std::vector<int64_t> part_embedded;  // tokens each prompt part's embedding ran on
+  if (routed && o_.prompt_part > 0 && static_cast<int64_t>(l->req.prompt.size()) > o_.prompt_part)
+    part_embedded = route_parts(*l, emb);
+  if (routed) res.route_s = seconds(l->admitted, Clock::now());
   const int64_t budget =
       std::min(l->req.max_tokens, o_.n_ctx - static_cast<int64_t>(l->req.prompt.size()));
   if (length_)
     res.predicted_tokens = std::clamp<int64_t>(
         shared ? length_->predict(l->req.prompt, emb) : length_->predict(l->req.prompt), 1,
         std::max<int64_t>(1, budget));
-  l->slot = batch_->open(adapters(res.weights));
+  l->slot = batch_->open(
+      adapters(res.prompt_parts.empty() ? res.weights : res.prompt_parts.front().weights));
   if (l->slot < 0) fail("serve: no free slot (internal)");
   if (board_) {
     GenRequest& q = l->req;
@@ -238,6 +264,7 @@ void Scheduler::admit(std::shared_ptr<Live> l) {
     if (q.experts.mode == ExpertChoice::Mode::Router)
       board_->charge_embedding(l->id, embedder_layers_,
                                std::min(w.prompt, embedder_->max_tokens()));
+    for (int64_t n : part_embedded) board_->charge_embedding(l->id, embedder_layers_, n);
   }
   ++active_;
   live_.push_back(std::move(l));
@@ -286,8 +313,15 @@ void Scheduler::loop() {
     for (const auto& l : live_) {
       if (budget == 0) break;
       if (l->fed < l->req.prompt.size()) {
-        const auto n =
-            std::min<int64_t>(budget, static_cast<int64_t>(l->req.prompt.size() - l->fed));
+        // Prompt parts: a chunk stays within one part, which runs under its own mixture.
+        auto& parts = l->ticket->result_.prompt_parts;
+        size_t part_end = l->req.prompt.size();
+        if (!parts.empty()) {
+          if (l->part + 1 < parts.size() && static_cast<int64_t>(l->fed) >= parts[l->part + 1].from)
+            batch_->set_loras(l->slot, adapters(parts[++l->part].weights));
+          if (l->part + 1 < parts.size()) part_end = static_cast<size_t>(parts[l->part + 1].from);
+        }
+        const auto n = std::min<int64_t>(budget, static_cast<int64_t>(part_end - l->fed));
         work.push_back(
             {l->slot,
              std::span<const int32_t>(l->req.prompt).subspan(l->fed, static_cast<size_t>(n))});

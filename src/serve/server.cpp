@@ -473,8 +473,15 @@ void Server::routes() {
           for (const auto& [n, v] : x.weights) e[n] = v;
           rr.push_back({{"after_tokens", x.after}, {"experts", e}});
         }
+        json parts = json::array();
+        for (const auto& x : r.prompt_parts) {
+          json e = json::object();
+          for (const auto& [n, v] : x.weights) e[n] = v;
+          parts.push_back({{"from_token", x.from}, {"experts", e}});
+        }
         return json{
             {"experts", w},
+            {"prompt_parts", parts},
             {"reroutes", rr},
             {"slo", r.device        ? json(r.device->slo)
                     : c.slo.empty() ? json(nullptr)

@@ -164,6 +164,41 @@ TEST(RouteEval, ShortDocumentDomainsGetShorterTextsNotFewerItems) {
   EXPECT_EQ(choose_text_length(192, 100, {std::vector<int64_t>{}}), 192);
 }
 
+TEST(RouteEval, SegmentsAreRoutedByTheContextBeforeThemOrByTheirOwnTokens) {
+  using cln::serve::segment_window_tokens;
+  using cln::serve::SegmentRoute;
+  const int32_t bos = 1;
+  const std::vector<int32_t> t = {1, 10, 11, 12, 13, 14, 15, 16, 17};  // BOS and 8 tokens
+  using V = std::vector<int32_t>;
+  // The first segment is a prompt: its own tokens, BOS included, either way.
+  EXPECT_EQ(segment_window_tokens(t, 0, 3, SegmentRoute::Before, 4, bos), (V{1, 10, 11}));
+  EXPECT_EQ(segment_window_tokens(t, 0, 3, SegmentRoute::Own, 4, bos), (V{1, 10, 11}));
+  // A stream re-routes on the window before the segment, the text's BOS never twice.
+  EXPECT_EQ(segment_window_tokens(t, 6, 9, SegmentRoute::Before, 2, bos), (V{1, 13, 14}));
+  EXPECT_EQ(segment_window_tokens(t, 3, 6, SegmentRoute::Before, 8, bos), (V{1, 10, 11}));
+  // A prompt's later segment is routed by its own tokens, nothing before it.
+  EXPECT_EQ(segment_window_tokens(t, 6, 9, SegmentRoute::Own, 2, bos), (V{1, 15, 16, 17}));
+  EXPECT_EQ(segment_window_tokens(t, 8, 9, SegmentRoute::Own, 2, bos), (V{1, 17}));
+  EXPECT_THROW(segment_window_tokens(t, 6, 10, SegmentRoute::Own, 2, bos), cln::Error);
+  EXPECT_THROW(segment_window_tokens(t, 6, 6, SegmentRoute::Own, 2, bos), cln::Error);
+}
+
+TEST(RouteEval, ASegmentsWeightsBlendWithTheRequests) {
+  using cln::serve::blend_weights;
+  const std::vector<double> seg = {0.0, 1.0, 0.0}, req = {0.6, 0.4, 0.0};
+  EXPECT_EQ(blend_weights(seg, req, 1.0), seg);
+  EXPECT_EQ(blend_weights(seg, req, 0.0), req);
+  const auto half = blend_weights(seg, req, 0.5);
+  EXPECT_NEAR(half[0], 0.3, 1e-12);
+  EXPECT_NEAR(half[1], 0.7, 1e-12);
+  EXPECT_EQ(half[2], 0.0);
+  // Gated: where the segment's top expert is the request's, the request's weights stand.
+  EXPECT_EQ(blend_weights({0.9, 0.1, 0.0}, req, 0.5, true), req);
+  EXPECT_EQ(blend_weights(seg, req, 0.5, true), half);  // they disagree: blended
+  EXPECT_THROW(blend_weights(seg, {0.5, 0.5}, 0.5), cln::Error);
+  EXPECT_THROW(blend_weights(seg, req, 1.5), cln::Error);
+}
+
 TEST(RouteEval, TheChosenSettingHasTheSmallestMeanGapToTheRightExpert) {
   using cln::serve::RouteSetResult;
   // A text set (perplexity, lower is better) and a task set (exact match, higher is better).

@@ -561,6 +561,83 @@ TEST(Server, ReroutingAStreamEqualsSwitchingExpertsByHand) {
   EXPECT_THROW(serve::Scheduler(base(), experts(), keys, bad), Error);
 }
 
+TEST(Server, PromptPartsEqualSwitchingExpertsByHandWhileTheyPrefill) {
+  const Tokenizer tok = Tokenizer::from_gguf(base()->gguf());
+  auto emb = serve::make_hidden_embedder("hidden:2", base(), 1);
+  const std::vector<serve::ExpertKey> keys = one_prompt_keys(tok, *emb);
+  serve::SchedulerOptions o = opts();
+  o.router.temperature = 0.01;
+  o.max_rows = 4;  // chunks shorter than a part too: a part's mixture holds over its chunks
+  o.prompt_part = 7;
+  o.prompt_part_blend = 0.75;
+  const std::string prompt = "And the LORD spake unto Moses, saying: for (int i = 0; i < n; ++i)";
+  const int64_t n_new = 24;
+  // By hand: each part under 0.75 x its own weights + 0.25 x the whole prompt's.
+  const serve::Router router(keys, o.router);
+  const std::vector<int32_t> p = tok.encode(prompt, true);
+  const auto n = static_cast<int64_t>(p.size());
+  ASSERT_GT(n, 2 * o.prompt_part);  // three parts at least
+  const std::vector<double> whole = router.weights(emb->embed(p));
+  Context ctx(base(), {256, 1, 256});
+  std::vector<std::vector<double>> want_w;
+  std::vector<float> l;
+  for (int64_t start = 0; start < n; start += o.prompt_part) {
+    const int64_t end = std::min(n, start + o.prompt_part);
+    std::vector<int32_t> own = {tok.bos()};
+    if (start == 0) own.clear();
+    own.insert(own.end(), p.begin() + start, p.begin() + end);
+    const std::vector<double> w0 = router.weights(emb->embed(own));
+    std::vector<double> w(w0.size());
+    for (size_t i = 0; i < w.size(); ++i) w[i] = 0.75 * w0[i] + 0.25 * whole[i];
+    std::vector<ActiveLora> mix;
+    for (size_t i = 0; i < w.size(); ++i)
+      if (w[i] > 0) mix.push_back({experts()[i].second, static_cast<float>(w[i])});
+    ctx.set_loras(mix);
+    want_w.push_back(w);
+    const auto got = ctx.eval(
+        std::span(p).subspan(static_cast<size_t>(start), static_cast<size_t>(end - start)));
+    l.assign(got.begin(), got.end());
+  }
+  std::string want;  // the output continues under the last part's mixture
+  for (int64_t k = 0; k < n_new; ++k) {
+    const auto t = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+    want += tok.token_to_piece(t);
+    const int32_t one[1] = {t};
+    const auto got = ctx.eval(one);
+    l.assign(got.begin(), got.end());
+  }
+
+  Running r(o, {}, keys);
+  json body = completion(prompt, n_new, "auto");
+  body["clone"]["ignore_eos"] = true;
+  auto res = r.post("/v1/completions", body);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json j = json::parse(res->body);
+  EXPECT_EQ(j["choices"][0]["text"].get<std::string>(), want);
+  const json& parts = j["clone"]["prompt_parts"];
+  ASSERT_EQ(parts.size(), want_w.size());
+  const char* names[] = {"quotes", "code", "scripture"};
+  bool changed = false;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    EXPECT_EQ(parts[k]["from_token"].get<int64_t>(), o.prompt_part * static_cast<int64_t>(k));
+    for (size_t i = 0; i < 3; ++i) {
+      const double got = parts[k]["experts"].value(names[i], 0.0);
+      EXPECT_NEAR(got, want_w[k][i], 1e-9) << k << " " << names[i];
+      changed |= std::fabs(got - parts[0]["experts"].value(names[i], 0.0)) > 0.05;
+    }
+  }
+  EXPECT_TRUE(changed) << j["clone"].dump();  // the parts were routed apart
+  for (size_t i = 0; i < 3; ++i)              // the output's mixture is the last part's
+    EXPECT_NEAR(j["clone"]["experts"].value(names[i], 0.0), want_w.back()[i], 1e-9);
+  // A prompt no longer than a part has one mixture, as without parts.
+  auto short_res = r.post("/v1/completions", completion("int main() {", 2, "auto"));
+  ASSERT_EQ(short_res->status, 200) << short_res->body;
+  EXPECT_TRUE(json::parse(short_res->body)["clone"]["prompt_parts"].empty());
+  serve::SchedulerOptions bad = o;
+  bad.prompt_part_blend = 1.5;
+  EXPECT_THROW(serve::Scheduler(base(), experts(), keys, bad), Error);
+}
+
 TEST(Server, TheLoadGeneratorCountsWhatTheServerServed) {
   Running r(opts(4));
   serve::LoadOptions lo;

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 
 #include "clone/core/error.h"
@@ -53,12 +54,30 @@ int eval(Opts& o) {
                 o.e.split == "test" ? "held-out (test)" : (o.e.split + "-split").c_str(),
                 static_cast<long long>(o.e.text_tokens));
   std::string seg;
-  if (o.e.segment > 0)
+  if (o.e.segment > 0) {
     seg = "Soft MoE per segment: the text scored in segments of " + std::to_string(o.e.segment) +
           " tokens, the first under the weights of its own embedding, each later one under "
-          "those of the " +
-          std::to_string(o.e.segment_window) + " tokens before it, by the " + o.e.segment_embedder +
-          " embedding (what a server re-routing a stream would use).\n";
+          "those of " +
+          (o.e.segment_route == serve::SegmentRoute::Own
+               ? std::string("BOS and its own tokens (a prompt's prefill, which knows its "
+                             "whole text)")
+               : "the " + std::to_string(o.e.segment_window) +
+                     " tokens before it (what a server re-routing a stream would use)") +
+          ", by the " + o.e.segment_embedder + " embedding";
+    if (o.e.segment_blends != std::vector<double>{1.0})
+      seg += "; a blend b is b x the segment's weights + (1 - b) x the request's (" +
+             std::string(o.e.segment_route == serve::SegmentRoute::Own ? "the whole text's"
+                                                                       : "its first segment's") +
+             ")";
+    if (o.e.segment_gated)
+      seg +=
+          "; gated: a segment whose own top expert is the request's keeps the request's "
+          "weights";
+    seg += ".\n";
+  }
+  if (o.e.mixed_shift > 0)
+    seg += "Mixed texts: the second source begins " + std::to_string(o.e.mixed_shift) +
+           " tokens after the middle.\n";
   std::string md = std::string(head) + seg + "\n## Routing\n\n" +
                    serve::routing_table(r).markdown() + "\n## Quality of each way of mixing\n\n" +
                    serve::quality_table(r).markdown() + "\n" + cost;
@@ -122,12 +141,33 @@ const cln::cli::Register reg{
                      "tokens of context the router embeds at each segment boundary")
           ->capture_default_str()
           ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+      ev->add_option("--segment-route", o->e.segment_route,
+                     "before: each later segment routed by the window before it (a stream); "
+                     "own: by its own tokens (a prompt's prefill)")
+          ->capture_default_str()
+          ->transform(CLI::CheckedTransformer(
+              std::map<std::string, cln::serve::SegmentRoute>{
+                  {"before", cln::serve::SegmentRoute::Before},
+                  {"own", cln::serve::SegmentRoute::Own}},
+              CLI::ignore_case));
+      ev->add_option("--segment-blend", o->e.segment_blends,
+                     "weight of each segment's own routing against the request's, one column "
+                     "per value (comma list; 1: the segment's alone)")
+          ->delimiter(',')
+          ->check(CLI::Range(0.0, 1.0));
+      ev->add_flag("--segment-gated", o->e.segment_gated,
+                   "a segment keeps the request's weights where its own top expert is the "
+                   "request's (blends only where they disagree)");
       ev->add_option("--segment-embedder", o->e.segment_embedder,
                      "what the segments are routed by: hidden (the experts' keys) or tfidf")
           ->capture_default_str()
           ->check(CLI::IsMember({"hidden", "tfidf"}));
       ev->add_option("--segment-temperature", o->e.segment_temperature,
                      "softmax temperature of the segments' router (0: --temperature)")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber);
+      ev->add_option("--mixed-shift", o->e.mixed_shift,
+                     "mixed texts join their sources this many tokens after the middle")
           ->capture_default_str()
           ->check(CLI::NonNegativeNumber);
       ev->add_option("--items", o->e.per_set, "held-out items per set")

@@ -115,6 +115,15 @@ const cln::cli::Register reg{
                      "tokens of recent context the router embeds when it re-routes")
           ->capture_default_str()
           ->check(CLI::PositiveNumber);
+      app.add_option("--prompt-part", o->s.prompt_part,
+                     "prefill a routed prompt longer than this in parts of this many tokens, "
+                     "each under the mixture of its own tokens (0: one mixture per prompt)")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber);
+      app.add_option("--prompt-part-blend", o->s.prompt_part_blend,
+                     "each part's own weights x this + the whole prompt's x (1 - this)")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 1.0));
       app.add_option("--device", o->s.board.device,
                      "simulate this board (profile name or JSON) under a DVFS controller acting "
                      "at every layer boundary; responses and /metrics carry its time and energy");

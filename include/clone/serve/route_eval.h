@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@ struct RouteEvalOptions {
   int64_t max_new = 16;       // task sets: generation limit
   std::vector<std::pair<std::string, std::string>> mixed_texts = {
       {"quotes", "code"}, {"scripture", "computing"}, {"dictionary", "wordnet"}};
+  // Mixed texts join the sources this many tokens after the middle (the first source's part
+  // longer), to judge routing per segment with the joint off the segment grid.
+  int64_t mixed_shift = 0;
   std::vector<std::string> mixed_tasks = {"add_words"};  // needs addition and number_words
   std::string profile = "orin-nx-16gb";                  // board for the modelled router cost
   std::string split = "test";  // "valid" to choose the router's settings, "test" to judge them
@@ -38,11 +42,16 @@ struct RouteEvalOptions {
   std::vector<RouterOptions> soft_grid;
   // Soft MoE routed per segment as well (0: not): text sets are also scored in segments of
   // this many tokens, the first with the weights of its own embedding (as a prompt is
-  // routed), each later one with the weights of the `segment_window` tokens before it (BOS
-  // first), i.e. what a server that re-routes every `segment` tokens of a stream on the
-  // recent context would use. Task answers are shorter than a segment: not scored this way.
+  // routed), each later one routed as segment_route says (segment_window_tokens). Task
+  // answers are shorter than a segment: not scored this way.
   int64_t segment = 0;
   int64_t segment_window = 64;
+  SegmentRoute segment_route = SegmentRoute::Before;
+  // Each segment's weights blended with the whole request's, lambda * segment + (1 - lambda)
+  // * request (the whole text for Own, its first segment - the prompt - for Before), one
+  // column per lambda; 1: the segment's own weights alone.
+  std::vector<double> segment_blends = {1.0};
+  bool segment_gated = false;  // blend_weights' gate: blend only where the top experts differ
   // The embedding the segments are routed by: "hidden" (o.embedder, the experts' stored
   // keys) or "tfidf" (the baseline, keyed by the same training prompts), and its softmax
   // temperature (0: o.router's).
@@ -62,8 +71,11 @@ struct RouteSetResult {
   double right_weight = 0;                 // mean soft weight on the right experts
   // quality per way of running: base, right (the best right single expert), soft, top1, uniform
   double base = 0, right_single = 0, soft = 0, top1 = 0, uniform = 0;
-  double segmented = -1;     // soft MoE per segment (RouteEvalOptions::segment; -1: not scored)
-  std::vector<double> grid;  // soft MoE quality under each of RouteEvalOptions::soft_grid
+  // Mixed texts: each half under its own source's expert (what routing per part could reach
+  // with perfect routing and the boundary known; -1: not a mixed text).
+  double right_per_half = -1;
+  std::vector<double> segmented;  // soft MoE per segment, per segment_blends (empty: not scored)
+  std::vector<double> grid;       // soft MoE quality under each of RouteEvalOptions::soft_grid
 };
 
 struct RouteEval {
@@ -71,6 +83,7 @@ struct RouteEval {
   double embed_ms = 0, prefill_ms = 0;  // this machine: embedding vs the prompt's prefill
   double board_embed_ms = 0, board_prefill_ms = 0;  // modelled on the profile, top clock
   int64_t cost_prompt_tokens = 64;
+  std::vector<double> segment_blends;  // the lambdas of RouteSetResult::segmented
 };
 
 RouteEval evaluate_router(const RouteEvalOptions& o);

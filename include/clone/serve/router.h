@@ -83,4 +83,24 @@ class Router {
   std::vector<std::vector<float>> centred_;  // keys less mean_ (centre)
 };
 
+// How a later segment of a text is routed (segment_window_tokens).
+enum class SegmentRoute {
+  Before,  // by BOS and the window of tokens before it: a server re-routing a stream
+  Own,     // by BOS and its own tokens: a prompt's prefill, which knows its whole text
+};
+
+// The tokens that route the segment [start, end) of `text` (BOS first): the segment itself
+// for the first one (as a prompt is routed) and for Own; for Before, BOS and the `window`
+// tokens before start (never the text's own BOS twice).
+std::vector<int32_t> segment_window_tokens(std::span<const int32_t> text, int64_t start,
+                                           int64_t end, SegmentRoute how, int64_t window,
+                                           int32_t bos);
+
+// lambda * segment + (1 - lambda) * request, per expert (equal sizes). Gated: the request's
+// weights unchanged where the segment's top expert is the request's (a segment moves off the
+// request's mixture only where its own routing disagrees).
+std::vector<double> blend_weights(const std::vector<double>& segment,
+                                  const std::vector<double>& request, double lambda,
+                                  bool gated = false);
+
 }  // namespace cln::serve

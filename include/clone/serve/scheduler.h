@@ -72,7 +72,15 @@ struct GenEvent {
 struct GenResult {
   std::vector<int32_t> tokens;
   StopReason stop = StopReason::Limit;
-  std::vector<std::pair<std::string, double>> weights;  // the prompt's mixture
+  // The mixture the output is generated with (until a re-routing): the prompt's, or with
+  // prompt parts (SchedulerOptions::prompt_part) the last part's.
+  std::vector<std::pair<std::string, double>> weights;
+  // Prompt parts: where each begins (prompt tokens, BOS at 0) and the mixture it ran with.
+  struct Part {
+    int64_t from = 0;
+    std::vector<std::pair<std::string, double>> weights;
+  };
+  std::vector<Part> prompt_parts;
   // Re-routings of the stream (SchedulerOptions::reroute_every): after how many generated
   // tokens, and the mixture from then on.
   struct Reroute {
@@ -117,6 +125,13 @@ struct SchedulerOptions {
   // and the slot's experts change from the next token on (route eval --segment measures it).
   int64_t reroute_every = 0;
   int64_t reroute_window = 32;
+  // Routed prompts longer than this many tokens are prefilled in parts of this many, each
+  // under its own mixture: the router's weights for BOS and the part's own tokens (embedded
+  // as a prompt is), blended with the whole prompt's, prompt_part_blend x the part's + (1 -
+  // prompt_part_blend) x the prompt's; the output continues under the last part's (0: one
+  // mixture for the whole prompt, as the paper; `route eval --segment-route own` measures it).
+  int64_t prompt_part = 0;
+  double prompt_part_blend = 1.0;
   // A simulated board under a DVFS controller acting at every layer boundary of every pass
   // (dvfs/batch_cosim.h): device, controller, policy_path, corunner, corunner_seed are
   // used; empty device: none.
@@ -159,6 +174,11 @@ class Scheduler {
   // The mixture for r; `embedding` is the prompt's (used when the router chooses).
   std::vector<std::pair<std::string, double>> route(const GenRequest& r,
                                                     std::span<const float> embedding);
+  // The named mixture of the router's weights (experts under weight 0 left out).
+  std::vector<std::pair<std::string, double>> named(const std::vector<double>& w) const;
+  // Splits l's routed prompt into parts, each with its mixture (prompt_part); `embedding`
+  // is the whole prompt's. Returns the token count each part's embedding ran on.
+  std::vector<int64_t> route_parts(Live& l, std::span<const float> embedding);
   std::vector<ActiveLora> adapters(const std::vector<std::pair<std::string, double>>& mix) const;
   // Routes l's stream again on its recent context (reroute_every).
   void reroute(Live& l);
