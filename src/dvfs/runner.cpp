@@ -15,8 +15,8 @@ namespace cln::dvfs {
 int64_t LengthPredictor::predict(const workload::Request& r) const {
   if (noise <= 0) return r.output;
   Rng rng(seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(r.id));
-  return std::max<int64_t>(
-      1, std::llround(static_cast<double>(r.output) * std::exp(noise * rng.normal())));
+  return std::max<int64_t>(1, std::llround(static_cast<double>(r.output) *
+                                           std::exp(noise * (rng.normal() + reserve))));
 }
 
 namespace {

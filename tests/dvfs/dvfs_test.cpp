@@ -488,6 +488,22 @@ TEST(Learned, NoisyLengthPredictionDegradesGracefully) {
   EXPECT_LT(std::abs(b.energy_j / a.energy_j - 1), 0.1);
 }
 
+// A reserve moves every prediction by the same number of the predictor's standard
+// deviations (exp(reserve * noise)), nothing with the true length.
+TEST(Learned, ALengthReserveScalesEveryPredictionByItsOwnError) {
+  auto reqs = chat(50, 23);
+  const LengthPredictor plain{0.5, 7}, longer{0.5, 7, 1.0}, shorter{0.5, 7, -2.0},
+      exact_reserve{0.0, 7, 1.0};
+  for (const auto& r : reqs) {
+    // Within the rounding of the plain prediction (to a whole token), scaled.
+    const auto p = static_cast<double>(plain.predict(r));
+    EXPECT_NEAR(static_cast<double>(longer.predict(r)), p * std::exp(0.5), 1.5) << r.id;
+    EXPECT_NEAR(static_cast<double>(shorter.predict(r)), std::max(1.0, p * std::exp(-1.0)), 1.0)
+        << r.id;
+    EXPECT_EQ(exact_reserve.predict(r), r.output);
+  }
+}
+
 // LoRA expert sets switching between requests: a set other than the loaded one is swapped
 // in before the request runs (inside its TTFT and energy); with the LPU the swap is the
 // on-chip 5 us and the adapters cost no DRAM traffic, so totals drop.

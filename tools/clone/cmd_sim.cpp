@@ -34,6 +34,7 @@ struct Opts {
   uint64_t seed = 42;
   double slo_scale = 1;
   std::vector<double> noise{0};
+  double length_reserve = 0;
   int64_t n_batch = 512, timeline = 0;
   std::string timeline_corunner;
 };
@@ -83,6 +84,7 @@ int run(const Opts& o) {
         sp.policy.learned_path = o.policy;
         sp.policy.n_batch = o.n_batch;
         sp.predictor.noise = noise;
+        sp.predictor.reserve = o.length_reserve;
         sp.run.n_batch = o.n_batch;
         sp.run.closed_loop = !o.open_loop;
         sp.run.timeline_request = o.timeline;
@@ -201,6 +203,11 @@ const cli::Register reg{
                      "output-length predictor noise sigma(s) (log-normal), e.g. 0,0.25,0.5")
           ->delimiter(',')
           ->capture_default_str();
+      app.add_option("--length-reserve", o->length_reserve,
+                     "plan for the predicted length times exp(this x the noise sigma): a "
+                     "reserve for the predictor's error, in its standard deviations")
+          ->capture_default_str()
+          ->check(CLI::Range(-5.0, 5.0));
       app.add_option("--policy", o->policy,
                      "learned policy weights (default <models>/dvfs/<profile>.json)");
       app.add_option("--n-batch", o->n_batch, "prefill pass length (the engine's batch)")

@@ -19,10 +19,15 @@
 namespace cln::dvfs {
 
 // Output-length predictor: the true length, or that times exp(noise * N(0,1)) (seeded
-// per request), standing in until a learned predictor exists.
+// per request), the error a learned predictor measured (serve/length.h reports its RMS log
+// error). With a reserve, the controllers plan for the prediction times exp(reserve *
+// noise): `reserve` standard deviations of the predictor's own error longer, so an
+// under-predicted decode does not run out of budget at its end (0: plan for the
+// prediction; nothing to reserve for with the true length).
 struct LengthPredictor {
   double noise = 0;
   uint64_t seed = 7;
+  double reserve = 0;
   int64_t predict(const workload::Request& r) const;
 };
 
