@@ -54,6 +54,7 @@ void BatchCoSim::admit(int64_t id, const std::string& slo, int64_t prompt, int64
   l->policy = make_policy(opt_.controller, model_, po_);
   l->feasible = feasible_at_top(*dev_, l->req, dev_->now_s(), opt_.n_batch);
   l->driver.emplace(*dev_, *l->policy, l->req, dev_->now_s(), l->req.output, opt_.n_batch);
+  l->driver->set_decode_horizon(opt_.decode_horizon);
   if (real_) {
     l->measured.emplace();
     l->measured->board = real_->name();

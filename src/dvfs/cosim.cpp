@@ -42,6 +42,7 @@ CoSim::CoSim(const ModelConfig& model, const CoSimOptions& opt, int64_t prompt_t
   feasible_ = feasible_at_top(*dev_, req_, arrival, opt.n_batch);
   driver_.emplace(*dev_, *policy_, req_, arrival, opt.predicted > 0 ? opt.predicted : req_.output,
                   opt.n_batch);
+  driver_->set_decode_horizon(opt.decode_horizon);
   if (opt.backend == "linux") {
     real_ = std::make_unique<RealBoard>(opt.sysfs_root, opt.knob, model_->levels());
     measured_.emplace();

@@ -15,8 +15,8 @@ namespace cln::dvfs {
 int64_t LengthPredictor::predict(const workload::Request& r) const {
   if (noise <= 0) return r.output;
   Rng rng(seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(r.id));
-  return std::max<int64_t>(1, std::llround(static_cast<double>(r.output) *
-                                           std::exp(noise * (rng.normal() + reserve))));
+  return std::max<int64_t>(
+      1, std::llround(static_cast<double>(r.output) * std::exp(noise * (rng.normal() + reserve))));
 }
 
 namespace {
@@ -122,6 +122,7 @@ int RequestDriver::decide(const LayerEvent& ev) {
     int64_t j = decode_passes_ - 1;  // decode passes before this one
     s.tokens_done = 1 + j;
     s.predicted_remaining = std::max<int64_t>(1, info_.predicted_output - s.tokens_done);
+    if (horizon_ > 0) s.predicted_remaining = std::min(s.predicted_remaining, horizon_);
     s.phase_elapsed_s = s.now_s - first_;
     double dpred = static_cast<double>(j + s.predicted_remaining);
     s.budget_left_s = info_.tpot_target_s * dpred - s.phase_elapsed_s;
@@ -229,6 +230,7 @@ std::vector<RequestResult> serve_all(device::SimDevice& dev,
     Policy& pol = pick(r, arrival, predicted, feas, pick_j);
     std::vector<TimelinePoint>* tl = r.id == opt.timeline_request ? opt.timeline : nullptr;
     RequestDriver drv(dev, pol, r, arrival, predicted, opt.n_batch, tl, opt.planning);
+    drv.set_decode_horizon(opt.decode_horizon);
     device::for_each_request_event(dev.model().n_layer(), r.prompt, r.output, opt.n_batch,
                                    [&](const LayerEvent& ev) {
                                      drv.on_event(ev);

@@ -504,6 +504,54 @@ TEST(Learned, ALengthReserveScalesEveryPredictionByItsOwnError) {
   }
 }
 
+// Told of 4x the tokens that come, the learned controller spends the early ones slowly and
+// misses the mean-TPOT target when the output ends; planned over a short horizon it keeps the
+// running mean near the target whatever the length. The state it is told says so.
+TEST(Learned, AShortDecodeHorizonKeepsOverPredictedRequestsInTime) {
+  auto m = std::make_shared<const device::CostModel>(
+      device::DeviceProfile::load(src("profiles/orin-nano-8gb.json")), model_preset("gemma-2b"));
+  PolicyOptions po;
+  po.learned_path = src("models/dvfs/orin-nano-8gb.json");
+  const auto reqs = chat(60, 11);
+  // Every prediction 4x the true length: exp(noise * (N(0,1) + reserve)) with a negligible
+  // noise and reserve = ln 4 / noise.
+  const double tiny = 1e-6;
+  const LengthPredictor four_x{tiny, 7, std::log(4.0) / tiny};
+  for (const auto& r : reqs) EXPECT_LE(std::abs(four_x.predict(r) - 4 * r.output), 1) << r.id;
+  auto run = [&](int64_t horizon) {
+    auto pol = make_policy("learned", m, po);
+    device::SimDevice d(m, device::CorunnerTrace::constant(0));
+    RunOptions ro;
+    ro.decode_horizon = horizon;
+    int misses = 0, feasible = 0;
+    for (const auto& r : run_workload(d, *pol, reqs, four_x, ro)) {
+      feasible += r.feasible;
+      misses += r.feasible && !r.met;
+    }
+    EXPECT_GT(feasible, 40);
+    return misses;
+  };
+  const int whole = run(0), short_h = run(16);
+  EXPECT_GE(whole, 5) << "over-prediction no longer costs the whole-length plan anything";
+  EXPECT_LE(short_h, whole / 4) << whole << " misses planned over the whole prediction";
+  // What the controller is told: never more than the horizon left.
+  struct Recorder : Policy {
+    int top = 0;
+    int64_t most = 0;
+    std::string name() const override { return "recorder"; }
+    int decide(const State& s) override {
+      if (s.phase == Phase::Decode) most = std::max(most, s.predicted_remaining);
+      return top;
+    }
+  } rec;
+  rec.top = m->max_level();
+  device::SimDevice d(m, device::CorunnerTrace::constant(0));
+  RunOptions ro;
+  ro.decode_horizon = 16;
+  run_workload(d, rec, {req(0, 100, 200, 10, 1)}, {}, ro);
+  EXPECT_EQ(rec.most, 16);
+}
+
 // LoRA expert sets switching between requests: a set other than the loaded one is swapped
 // in before the request runs (inside its TTFT and energy); with the LPU the swap is the
 // on-chip 5 us and the adapters cost no DRAM traffic, so totals drop.

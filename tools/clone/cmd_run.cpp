@@ -22,6 +22,7 @@
 namespace {
 
 struct Opts {
+  int64_t decode_horizon = 0;  // the board's controller (dvfs::CoSimOptions)
   std::string model;
   std::string prompt;
   std::string prompt_file;
@@ -56,6 +57,7 @@ std::unique_ptr<cln::dvfs::CoSim> make_cosim(const Opts& o, const cln::Model& m,
   c.ttft_target_s = o.ttft_ms * 1e-3, c.tpot_target_s = o.tpot_ms * 1e-3;
   c.corunner = o.corunner, c.corunner_seed = o.corunner_seed, c.predicted = predicted;
   c.n_batch = kBatch;
+  c.decode_horizon = o.decode_horizon;
   c.embed_layers = embed_layers, c.embed_tokens = embed_tokens;
   c.backend = o.backend, c.sysfs_root = o.sysfs_root, c.knob = o.knob;
   return std::make_unique<cln::dvfs::CoSim>(m.config(), c, prompt_tokens, std::max(1, o.n_predict));
@@ -221,6 +223,11 @@ const cln::cli::Register reg{
       g->add_option("--dvfs-policy", o->policy_file,
                     "learned policy weights (default <models>/dvfs/<profile>.json)")
           ->check(CLI::ExistingFile);
+      g->add_option("--decode-horizon", o->decode_horizon,
+                    "the controller plans a decode over at most this many tokens ahead (0: the "
+                    "whole predicted rest)")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber);
       g->add_option("--slo", o->slo, "SLO class: chatbot, smart-reply, code-completion")
           ->check(CLI::IsMember({"chatbot", "smart-reply", "code-completion"}));
       g->add_option("--ttft-ms", o->ttft_ms, "TTFT target (ms; overrides the class's)")

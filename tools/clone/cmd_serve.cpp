@@ -133,6 +133,11 @@ const cln::cli::Register reg{
           ->capture_default_str();
       app.add_option("--policy", o->s.board.policy_path,
                      "learned policy weights (default: the profile's shipped ones)");
+      app.add_option("--decode-horizon", o->s.board.decode_horizon,
+                     "the controller plans a decode over at most this many tokens ahead (0: the "
+                     "whole predicted rest)")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber);
       app.add_option("--corunner", o->s.board.corunner,
                      "co-runner on the board: idle, web-search, video, bursty, or a CSV")
           ->capture_default_str();

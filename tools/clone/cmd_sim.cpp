@@ -35,6 +35,7 @@ struct Opts {
   double slo_scale = 1;
   std::vector<double> noise{0};
   double length_reserve = 0;
+  int64_t decode_horizon = 0;
   int64_t n_batch = 512, timeline = 0;
   std::string timeline_corunner;
 };
@@ -86,6 +87,7 @@ int run(const Opts& o) {
         sp.predictor.noise = noise;
         sp.predictor.reserve = o.length_reserve;
         sp.run.n_batch = o.n_batch;
+        sp.run.decode_horizon = o.decode_horizon;
         sp.run.closed_loop = !o.open_loop;
         sp.run.timeline_request = o.timeline;
         sp.timeline_corunner = o.timeline_corunner;
@@ -208,6 +210,11 @@ const cli::Register reg{
                      "reserve for the predictor's error, in its standard deviations")
           ->capture_default_str()
           ->check(CLI::Range(-5.0, 5.0));
+      app.add_option("--decode-horizon", o->decode_horizon,
+                     "the controller plans a decode over at most this many tokens ahead (0: the "
+                     "whole predicted rest)")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber);
       app.add_option("--policy", o->policy,
                      "learned policy weights (default <models>/dvfs/<profile>.json)");
       app.add_option("--n-batch", o->n_batch, "prefill pass length (the engine's batch)")

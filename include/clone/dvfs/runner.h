@@ -67,6 +67,11 @@ class RequestDriver {
   // own view: its phase, position and tokens), without touching the device; a batch
   // runs at the highest level any of its requests wants (dvfs/batch_cosim.h).
   int decide(const LayerEvent& ev);
+  // Decode planned over at most this many tokens ahead (0: over the whole predicted rest):
+  // the controller is told no more than h tokens remain, so it keeps the running mean TPOT
+  // near its target instead of planning to make time up over tokens a too-long prediction
+  // promised and that never come (docs/serve.md, the length predictor).
+  void set_decode_horizon(int64_t h) { horizon_ = h; }
   LayerHook hook() {
     return [this](const LayerEvent& ev) { on_event(ev); };
   }
@@ -80,6 +85,7 @@ class RequestDriver {
   RequestInfo info_;
   Estimates est_;
   std::vector<TimelinePoint>* tl_;
+  int64_t horizon_ = 0;  // set_decode_horizon
   double e0_, first_ = -1;
   int64_t sw0_, pass_ = -1, decode_passes_ = 0;
   double pass_start_ = 0;
@@ -102,6 +108,7 @@ struct RunOptions {
   int64_t timeline_request = -1;  // record the timeline of this request id
   std::vector<TimelinePoint>* timeline = nullptr;
   const device::CostModel* planning = nullptr;  // what the controllers know (null: the device)
+  int64_t decode_horizon = 0;  // RequestDriver::set_decode_horizon for every request
 };
 
 std::vector<RequestResult> run_workload(device::SimDevice& dev, Policy& pol,
