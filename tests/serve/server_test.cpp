@@ -129,6 +129,22 @@ json completion(const std::string& prompt, int64_t max_tokens, json experts) {
           {"clone", {{"experts", experts}}}};
 }
 
+// A routed greedy completion of n_new tokens (EOS ignored) whose text must be `want`; its
+// response (an error's on failure, which the caller's checks then fail on).
+json routed_completion(const Running& r, const std::string& prompt, int64_t n_new,
+                       const std::string& want) {
+  json body = completion(prompt, n_new, "auto");
+  body["clone"]["ignore_eos"] = true;
+  auto res = r.post("/v1/completions", body);
+  if (!res) return json::object();
+  EXPECT_EQ(res->status, 200) << res->body;
+  const json j = json::parse(res->body);
+  if (res->status == 200) {
+    EXPECT_EQ(j["choices"][0]["text"].get<std::string>(), want);
+  }
+  return j;
+}
+
 // The text of a Server-Sent Events body, and the parsed chunks.
 std::vector<json> sse_chunks(const std::string& body, bool* done) {
   std::vector<json> out;
@@ -536,12 +552,7 @@ TEST(Server, ReroutingAStreamEqualsSwitchingExpertsByHand) {
   for (int32_t t : out) want += tok.token_to_piece(t);
 
   Running r(o, {}, keys);
-  json body = completion(prompt, n_new, "auto");
-  body["clone"]["ignore_eos"] = true;
-  auto res = r.post("/v1/completions", body);
-  ASSERT_EQ(res->status, 200) << res->body;
-  const json j = json::parse(res->body);
-  EXPECT_EQ(j["choices"][0]["text"].get<std::string>(), want);
+  const json j = routed_completion(r, prompt, n_new, want);
   const json& rr = j["clone"]["reroutes"];
   ASSERT_EQ(rr.size(), want_w.size());  // after 3, 6 and 9 tokens (not after the last)
   const char* names[] = {"quotes", "code", "scripture"};
@@ -608,12 +619,7 @@ TEST(Server, PromptPartsEqualSwitchingExpertsByHandWhileTheyPrefill) {
   }
 
   Running r(o, {}, keys);
-  json body = completion(prompt, n_new, "auto");
-  body["clone"]["ignore_eos"] = true;
-  auto res = r.post("/v1/completions", body);
-  ASSERT_EQ(res->status, 200) << res->body;
-  const json j = json::parse(res->body);
-  EXPECT_EQ(j["choices"][0]["text"].get<std::string>(), want);
+  const json j = routed_completion(r, prompt, n_new, want);
   const json& parts = j["clone"]["prompt_parts"];
   ASSERT_EQ(parts.size(), want_w.size());
   const char* names[] = {"quotes", "code", "scripture"};
