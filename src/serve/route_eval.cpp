@@ -202,27 +202,6 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
     w[e] = 1;
     return w;
   };
-  // Adds one item's score under weights w to acc.
-  const auto score = [&](const Item& it, bool text, const std::vector<double>& w, Acc& acc) {
-    use(w);
-    ctx.reset();
-    if (text) {
-      const auto logits = ctx.eval(it.tokens, true);
-      const int64_t V = model->config().n_vocab;
-      for (size_t j = 0; j + 1 < it.tokens.size(); ++j) {
-        acc.sum += nll(logits.data() + static_cast<int64_t>(j) * V, V, it.tokens[j + 1]);
-        ++acc.n;
-      }
-    } else {
-      GenerateParams gp;
-      gp.max_new = o.max_new;
-      gp.sampling.temperature = 0;
-      gp.eos = tok.eos();
-      acc.sum += trim(tok.decode(generate(ctx, it.tokens, gp).tokens)) == trim(it.answer);
-      ++acc.n;
-    }
-  };
-
   // Adds a text's score when its parts [starts[i], starts[i + 1]) run under weights[i], one
   // cache throughout (only the experts change between parts).
   const auto score_parts = [&](const std::vector<int32_t>& t, const std::vector<int64_t>& starts,
@@ -241,6 +220,19 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
       }
     }
   };
+  // Adds one item's score under weights w: a text as one part, a task by greedy generation.
+  const auto score = [&](const Item& it, bool text, const std::vector<double>& w, Acc& acc) {
+    if (text) return score_parts(it.tokens, {0}, {w}, acc);
+    use(w);
+    ctx.reset();
+    GenerateParams gp;
+    gp.max_new = o.max_new;
+    gp.sampling.temperature = 0;
+    gp.eos = tok.eos();
+    acc.sum += trim(tok.decode(generate(ctx, it.tokens, gp).tokens)) == trim(it.answer);
+    ++acc.n;
+  };
+
   // Soft MoE per segment (RouteEvalOptions::segment): a text scored in segments, each under
   // the weights of its segment_window_tokens blended with the request's (the whole text's
   // for Own, its first segment's for Before), once per RouteEvalOptions::segment_blends.
