@@ -98,6 +98,7 @@ TrainResult train_policy(const device::DeviceProfile& profile, const ModelConfig
       Collector col(m, round == 0 ? nullptr : &tr.net, s, opt.label_every, x, y);
       RunOptions ro;
       ro.n_batch = opt.n_batch;
+      ro.decode_horizon = opt.decode_horizon;
       run_workload(dev, col, reqs, LengthPredictor{}, ro);
     }
     FitOptions fo;

@@ -160,7 +160,9 @@ TEST(Runner, PlansTheRestOfADecodeAtThePositionsItHasLeft) {
   rec.top = m->max_level();
   const int64_t prompt = 1500, out = 2000;
   device::SimDevice dev(m, device::CorunnerTrace::constant(0));
-  run_workload(dev, rec, {req(0, prompt, out, 100, 1)}, {}, {});
+  RunOptions whole;
+  whole.decode_horizon = 0;  // the plan over the whole rest of the decode is what is checked
+  run_workload(dev, rec, {req(0, prompt, out, 100, 1)}, {}, whole);
   ASSERT_EQ(rec.seen.size(), static_cast<size_t>((out - 1) * (m->n_layer() + 1)));
   // Decode passes run at positions prompt .. prompt + out - 2; suffix sums of their layers.
   const int64_t first = prompt, last = prompt + out - 2;

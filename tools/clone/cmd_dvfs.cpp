@@ -41,13 +41,14 @@ int train(Opts& o) {
   cmd << "clone dvfs train --profile " << o.profile << (o.mode.empty() ? "" : " --mode " + o.mode)
       << " --model " << o.model << " --seed " << o.t.seed << " --requests "
       << o.t.requests_per_pattern << " --rounds " << o.t.rounds << " --hidden " << o.t.hidden
-      << " --epochs " << o.t.epochs;
+      << " --epochs " << o.t.epochs << " --decode-horizon " << o.t.decode_horizon;
   o.t.log("command: " + cmd.str());
   auto r = dvfs::train_policy(prof, mc, o.t);
   std::ostringstream meta;
   meta << "{\"profile\":\"" << prof.name << "\",\"mode\":\"" << o.mode << "\",\"model\":\""
        << mc.name << "\",\"seed\":" << o.t.seed << ",\"samples\":" << r.samples
-       << ",\"mse\":" << r.final_mse << ",\"params\":" << r.net.n_params()
+       << ",\"decode_horizon\":" << o.t.decode_horizon << ",\"mse\":" << r.final_mse
+       << ",\"params\":" << r.net.n_params()
        << ",\"method\":\"DAgger imitation of the MPC teacher\"}";
   r.net.save(out, meta.str());
   o.t.log("wrote " + out + " (" + std::to_string(r.net.n_params()) + " parameters)");
@@ -80,6 +81,11 @@ const cli::Register reg{
       t->add_option("--epochs", o->t.epochs, "epochs per round")
           ->capture_default_str()
           ->check(CLI::Range(1, 10000));
+      t->add_option("--decode-horizon", o->t.decode_horizon,
+                    "the controller plans a decode over at most this many tokens ahead, in "
+                    "training as when it runs (0: the whole predicted rest)")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber);
       cli::add_resource_flags(*t, {Resource::Profiles, Resource::Models});
       return [o] { return train(*o); };
     }};

@@ -22,7 +22,8 @@
 namespace {
 
 struct Opts {
-  int64_t decode_horizon = 0;  // the board's controller (dvfs::CoSimOptions)
+  int64_t decode_horizon =
+      cln::dvfs::kDecodeHorizon;  // the board's controller (dvfs::CoSimOptions)
   std::string model;
   std::string prompt;
   std::string prompt_file;

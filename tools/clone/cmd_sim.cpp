@@ -35,7 +35,7 @@ struct Opts {
   double slo_scale = 1;
   std::vector<double> noise{0};
   double length_reserve = 0;
-  int64_t decode_horizon = 0;
+  int64_t decode_horizon = dvfs::kDecodeHorizon;
   int64_t n_batch = 512, timeline = 0;
   std::string timeline_corunner;
 };

@@ -29,9 +29,10 @@ struct CoSimOptions {
   double ttft_target_s = 0, tpot_target_s = 0;  // > 0 overrides the class's target
   std::string corunner = "idle";                // pattern name or CSV (CorunnerTrace::make)
   uint64_t corunner_seed = 1;
-  int64_t predicted = 0;       // output length the controller is told (0: the output budget)
-  int64_t n_batch = 512;       // the engine's prefill pass length (the planners assume the same)
-  int64_t decode_horizon = 0;  // RequestDriver::set_decode_horizon (0: the whole prediction)
+  int64_t predicted = 0;  // output length the controller is told (0: the output budget)
+  int64_t n_batch = 512;  // the engine's prefill pass length (the planners assume the same)
+  int64_t decode_horizon = kDecodeHorizon;  // RequestDriver::set_decode_horizon (0: the whole
+                                            // prediction)
   // "sim": the modelled board only. "linux": each chosen clock is also set on the real
   // board's knob and time and energy are measured there too (dvfs/real_board.h).
   std::string backend = "sim";

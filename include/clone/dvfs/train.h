@@ -15,6 +15,7 @@
 
 #include "clone/device/cost_model.h"
 #include "clone/dvfs/mlp.h"
+#include "clone/dvfs/runner.h"
 
 namespace cln::dvfs {
 
@@ -29,6 +30,9 @@ struct TrainOptions {
   double lr = 3e-3;
   int64_t n_batch = 512;
   std::string mode;  // the profile's power mode to train in ("": its top clocks)
+  // The decode horizon the student and the teacher see (RequestDriver::set_decode_horizon):
+  // train with the one the policy will run with.
+  int64_t decode_horizon = kDecodeHorizon;
   std::function<void(const std::string&)> log;  // progress lines
 };
 
