@@ -58,6 +58,12 @@ bool writable(const fs::path& p) {
   return fs::exists(p) && ::access(p.c_str(), W_OK) == 0;
 }
 
+std::string fmt_num(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
 void write_text(const fs::path& p, const std::string& v) {
   std::ofstream out(p);
   if (!out) fail("cannot open ", p.string(), " for writing: ", std::strerror(errno));
@@ -311,6 +317,66 @@ void set_cores_online(const std::vector<CoreKnob>& cores, int n, const std::stri
         fs::path(root) / "sys/devices/system/cpu" / ("cpu" + std::to_string(c.cpu)) / "online",
         want ? "1" : "0");
   }
+}
+
+void cap_cpu_mhz(const std::vector<FreqKnob>& knobs, double mhz) {
+  if (!(mhz > 0)) fail("cpu clock cap: ", mhz, " MHz is not a clock");
+  bool any = false;
+  for (const FreqKnob& k : knobs) {
+    if (k.kind != "cpufreq") continue;
+    any = true;
+    if (k.levels_mhz.empty()) fail("cpu clock cap: cpufreq ", k.name, " lists no frequencies");
+    double pick = k.levels_mhz.front();
+    for (double f : k.levels_mhz)
+      if (f <= mhz + 1e-6) pick = f;
+    const fs::path f = fs::path(k.dir) / "scaling_max_freq";
+    if (!writable(f))
+      fail("cpu clock cap: cpufreq ", k.name, " cannot be capped at ", mhz, " MHz: ", f.string(),
+           fs::exists(f) ? " is not writable (run as root)" : " does not exist");
+    write_text(f, std::to_string(std::llround(pick * 1e3)));
+  }
+  if (!any) fail("cpu clock cap: no cpufreq policies on this board");
+}
+
+std::vector<std::string> apply_power_mode(const LinuxProbe& pr, const DeviceProfile& p,
+                                          const PowerMode& m) {
+  std::vector<std::string> done;
+  const auto what = [&m](const std::string& s) { return "power mode " + m.name + ": " + s; };
+  try {
+    if (m.memory_mhz > 0) {
+      set_memory_mhz(pr.emc, m.memory_mhz);
+      done.push_back("memory clock pinned at " + fmt_num(m.memory_mhz) + " MHz");
+    }
+    if (const ComputeUnit* host = p.host_unit()) {
+      if (const UnitCap* c = m.cap(host->name)) {
+        if (c->cores > 0) {
+          set_cores_online(pr.cores, c->cores, pr.root);
+          done.push_back(host->name + ": " + std::to_string(c->cores) + " cores online");
+        }
+        if (c->max_mhz > 0) {
+          cap_cpu_mhz(pr.knobs, c->max_mhz);
+          done.push_back(host->name + ": clock capped at " + fmt_num(c->max_mhz) + " MHz");
+        }
+      }
+    }
+    const ComputeUnit& run = p.compute();
+    if (const UnitCap* c = m.cap(run.name)) {
+      if (c->max_mhz > 0)
+        done.push_back(run.name + ": clock capped at " + fmt_num(c->max_mhz) +
+                       " MHz (each layer's clock is pinned among the mode's levels)");
+      if (c->cores > 0 && c->cores < run.cores)
+        done.push_back(run.name + ": " + std::to_string(c->cores) + " of " +
+                       std::to_string(run.cores) +
+                       " cores in this mode NOT set (TPC gating is nvpmodel's; the board runs "
+                       "with the cores it has, the model plans with the mode's)");
+    }
+  } catch (const Error& e) {
+    std::string so_far;
+    for (const auto& d : done) so_far += (so_far.empty() ? "" : "; ") + d;
+    fail(what(e.what()), so_far.empty() ? "" : " (already set: " + so_far + ")");
+  }
+  for (auto& d : done) d = what(d);
+  return done;
 }
 
 LinuxProbe probe_linux(const std::string& root) {

@@ -16,6 +16,7 @@ struct BatchCoSim::Live {
   bool feasible = true;
   std::optional<Measured> measured;
   double admitted_real_s = 0;
+  std::string mode;
 };
 
 BatchCoSim::BatchCoSim(const ModelConfig& model, const CoSimOptions& opt) : opt_(opt) {
@@ -30,6 +31,15 @@ BatchCoSim::BatchCoSim(const ModelConfig& model, const CoSimOptions& opt) : opt_
   po_.n_batch = opt.n_batch;
   if (opt.controller == "learned") po_.learned_net = load_learned_net(*model_, opt.policy_path);
   (void)make_policy(opt.controller, model_, po_);  // an unknown name fails here, not later
+  if (!opt.modes.empty()) {
+    st_ = make_settings(*model_, opt.modes);
+    st_->switch_s = opt.setting_switch_s;
+    for (const auto& m : st_->models) {
+      PolicyOptions p = po_;
+      if (opt.controller == "learned") p.learned_net = load_learned_net(*m, opt.policy_path);
+      st_po_.push_back(std::move(p));
+    }
+  }
   if (opt.backend == "linux") {
     real_ = std::make_unique<RealBoard>(opt.sysfs_root, opt.knob, model_->levels());
     (void)real_->meter();  // the rails' first sample: energy counts from here
@@ -38,6 +48,10 @@ BatchCoSim::BatchCoSim(const ModelConfig& model, const CoSimOptions& opt) : opt_
 }
 
 BatchCoSim::~BatchCoSim() = default;
+
+std::string BatchCoSim::mode() const {
+  return st_ && mode_ >= 0 ? st_->names[static_cast<size_t>(mode_)] : std::string();
+}
 
 void BatchCoSim::admit(int64_t id, const std::string& slo, int64_t prompt, int64_t predicted_output,
                        double ttft_target_s, double tpot_target_s) {
@@ -51,15 +65,35 @@ void BatchCoSim::admit(int64_t id, const std::string& slo, int64_t prompt, int64
   l->req.output = std::max<int64_t>(1, predicted_output);
   l->req.ttft_target_s = ttft_target_s;
   l->req.tpot_target_s = tpot_target_s;
-  l->policy = make_policy(opt_.controller, model_, po_);
-  l->feasible = feasible_at_top(*dev_, l->req, dev_->now_s(), opt_.n_batch);
-  l->driver.emplace(*dev_, *l->policy, l->req, dev_->now_s(), l->req.output, opt_.n_batch);
-  l->driver->set_decode_horizon(opt_.decode_horizon);
+  const double arrival = dev_->now_s();
   if (real_) {
     l->measured.emplace();
     l->measured->board = real_->name();
-    l->admitted_real_s = real_->now_s();
   }
+  if (st_) {
+    l->feasible = feasible_in_fastest(*dev_, *st_, l->req, arrival, opt_.n_batch);
+    if (live_.empty()) {  // the board is idle: this request chooses its mode
+      const int chosen = choose_setting(opt_.controller, *st_, *dev_, l->req, arrival,
+                                        l->req.output, opt_.n_batch, po_);
+      if (chosen != mode_) {
+        l->energy_j += switch_setting(*dev_, *st_, chosen);
+        mode_ = chosen;
+        model_ = st_->models[static_cast<size_t>(chosen)];
+        if (real_)
+          l->measured->mode_set = real_->apply_mode(
+              model_->profile(), model_->profile().mode(st_->names[static_cast<size_t>(chosen)]),
+              model_->levels());
+      }
+    }
+    l->mode = st_->names[static_cast<size_t>(mode_)];
+    l->policy = make_policy(opt_.controller, model_, st_po_[static_cast<size_t>(mode_)]);
+  } else {
+    l->policy = make_policy(opt_.controller, model_, po_);
+    l->feasible = feasible_at_top(*dev_, l->req, arrival, opt_.n_batch);
+  }
+  l->driver.emplace(*dev_, *l->policy, l->req, arrival, l->req.output, opt_.n_batch);
+  l->driver->set_decode_horizon(opt_.decode_horizon);
+  if (real_) l->admitted_real_s = real_->now_s();
   live_.emplace(id, std::move(l));
 }
 
@@ -158,6 +192,7 @@ BatchRequestResult BatchCoSim::finish(int64_t id) {
   out.mhz_layers = std::move(it->second->mhz_layers);
   out.measured = std::move(it->second->measured);
   out.timeline = std::move(it->second->timeline);
+  out.mode = it->second->mode;
   live_.erase(it);
   std::erase_if(pass_, [&](const BatchItem& b) { return b.id == id; });
   return out;

@@ -13,6 +13,7 @@ CoSim::CoSim(const ModelConfig& model, const CoSimOptions& opt, int64_t prompt_t
     : opt_(opt) {
   model_ =
       std::make_shared<const device::CostModel>(device::DeviceProfile::find(opt.device), model);
+  req_.prompt = prompt_tokens;  // before the SLO class: its TTFT target grows with the prompt
   if (!opt.slo.empty()) workload::apply_slo(req_, workload::slo_class(opt.slo));
   if (opt.ttft_target_s > 0) req_.ttft_target_s = opt.ttft_target_s;
   if (opt.tpot_target_s > 0) req_.tpot_target_s = opt.tpot_target_s;
@@ -21,25 +22,40 @@ CoSim::CoSim(const ModelConfig& model, const CoSimOptions& opt, int64_t prompt_t
          " needs SLO targets: an SLO class (chatbot, smart-reply, code-completion) or both a "
          "TTFT and a TPOT target (clone run: --slo CLASS, or both --ttft-ms and --tpot-ms)");
   req_.slo = opt.slo.empty() ? "custom" : opt.slo;
-  req_.prompt = prompt_tokens;
   req_.output = std::max<int64_t>(1, max_output);
   dev_.emplace(model_, device::CorunnerTrace::make(opt.corunner, opt.corunner_seed));
   PolicyOptions po;
   po.learned_path = opt.policy_path;
   po.n_batch = opt.n_batch;
-  policy_ = make_policy(opt.controller, model_, po);
+  (void)make_policy(opt.controller, model_, po);  // an unknown name fails before anything runs
   const double arrival = dev_->now_s();
-  if (opt.embed_layers > 0) {
-    const int nl = model_->n_layer();
-    if (opt.embed_layers > nl || opt.embed_tokens < 1)
-      fail("co-simulation: the router's embedding runs ", opt.embed_layers, " of ", nl,
-           " layers over ", opt.embed_tokens, " tokens");
-    const double e0 = dev_->energy_j();
+  const int nl = model_->n_layer();
+  if (opt.embed_layers > 0 && (opt.embed_layers > nl || opt.embed_tokens < 1))
+    fail("co-simulation: the router's embedding runs ", opt.embed_layers, " of ", nl,
+         " layers over ", opt.embed_tokens, " tokens");
+  // The router's embedding, which the request's passes wait for.
+  const auto embed = [&](device::SimDevice& d) {
     for (int il = 0; il < opt.embed_layers; ++il)
-      dev_->on_layer(LayerEvent{Phase::Prefill, il, nl, 0, opt.embed_tokens});
-    embed_j_ = dev_->energy_j() - e0;
+      d.on_layer(LayerEvent{Phase::Prefill, il, nl, 0, opt.embed_tokens});
+  };
+  if (!opt.modes.empty()) {
+    // The mode first (from the board as the request finds it), then everything in it;
+    // feasible when the fastest mode's top clock, embedding included, meets the SLO.
+    Settings st = make_settings(*model_, opt.modes);
+    st.switch_s = opt.setting_switch_s;
+    const int64_t told = opt.predicted > 0 ? opt.predicted : req_.output;
+    feasible_ = feasible_in_fastest(*dev_, st, req_, arrival, opt.n_batch, embed);
+    const int chosen =
+        choose_setting(opt.controller, st, *dev_, req_, arrival, told, opt.n_batch, po);
+    pre_j_ += switch_setting(*dev_, st, chosen);
+    model_ = st.models[static_cast<size_t>(chosen)];
+    mode_ = st.names[static_cast<size_t>(chosen)];
   }
-  feasible_ = feasible_at_top(*dev_, req_, arrival, opt.n_batch);
+  policy_ = make_policy(opt.controller, model_, po);
+  const double e0 = dev_->energy_j();
+  embed(*dev_);
+  pre_j_ += dev_->energy_j() - e0;
+  if (opt.modes.empty()) feasible_ = feasible_at_top(*dev_, req_, arrival, opt.n_batch);
   driver_.emplace(*dev_, *policy_, req_, arrival, opt.predicted > 0 ? opt.predicted : req_.output,
                   opt.n_batch);
   driver_->set_decode_horizon(opt.decode_horizon);
@@ -47,6 +63,9 @@ CoSim::CoSim(const ModelConfig& model, const CoSimOptions& opt, int64_t prompt_t
     real_ = std::make_unique<RealBoard>(opt.sysfs_root, opt.knob, model_->levels());
     measured_.emplace();
     measured_->board = real_->name();
+    if (!mode_.empty())
+      measured_->mode_set =
+          real_->apply_mode(model_->profile(), model_->profile().mode(mode_), model_->levels());
     (void)real_->meter();  // the rails' first sample: energy counts from here
     real_t0_ = real_->now_s();
   } else if (opt.backend != "sim") {
@@ -79,7 +98,7 @@ void CoSim::on_event(const LayerEvent& ev) {
 RequestResult CoSim::finish() {
   RequestResult r = driver_->finish();
   r.feasible = feasible_;
-  r.energy_j += embed_j_;
+  r.energy_j += pre_j_;
   if (real_) {
     measured_->energy_j += real_->meter();
     measured_->time_s = real_->now_s() - real_t0_;
@@ -101,6 +120,7 @@ std::string CoSim::summary_line(const RequestResult& r) const {
                 r.feasible ? "" : " (infeasible: the top clock cannot meet it either)",
                 static_cast<long long>(r.switches));
   std::string line = buf;
+  if (!mode_.empty()) line += " | power mode " + mode_;
   if (measured_) {
     std::snprintf(buf, sizeof buf, " | measured on %s: %.1f ms, %.4f J", measured_->board.c_str(),
                   measured_->time_s * 1e3, measured_->energy_j);

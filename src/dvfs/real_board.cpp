@@ -8,9 +8,14 @@ namespace cln::dvfs {
 
 RealBoard::RealBoard(const std::string& sysfs_root, const std::string& knob,
                      const std::vector<device::OperatingPoint>& model_levels)
-    : dev_(sysfs_root, knob) {
+    : root_(sysfs_root), dev_(sysfs_root, knob) {
+  if (dev_.levels().empty()) fail("linux backend: ", dev_.name(), " lists no frequencies");
+  map_levels(model_levels);
+}
+
+void RealBoard::map_levels(const std::vector<device::OperatingPoint>& model_levels) {
   const auto& real = dev_.levels();
-  if (real.empty()) fail("linux backend: ", dev_.name(), " lists no frequencies");
+  map_.clear();
   for (const device::OperatingPoint& p : model_levels) {
     int pick = static_cast<int>(real.size()) - 1;
     for (int i = 0; i < static_cast<int>(real.size()); ++i)
@@ -20,6 +25,14 @@ RealBoard::RealBoard(const std::string& sysfs_root, const std::string& knob,
       }
     map_.push_back(pick);
   }
+}
+
+std::vector<std::string> RealBoard::apply_mode(
+    const device::DeviceProfile& profile, const device::PowerMode& m,
+    const std::vector<device::OperatingPoint>& mode_levels) {
+  std::vector<std::string> done = device::apply_power_mode(device::probe_linux(root_), profile, m);
+  map_levels(mode_levels);
+  return done;
 }
 
 int RealBoard::level_for(int model_level) const {

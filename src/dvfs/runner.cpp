@@ -256,6 +256,57 @@ std::vector<RequestResult> run_workload(device::SimDevice& dev, Policy& pol,
       });
 }
 
+double switch_setting(device::SimDevice& dev, const Settings& st, int i) {
+  if (i < 0 || i >= static_cast<int>(st.models.size()))
+    fail("settings: setting ", i, " of ", st.models.size());
+  const double e0 = dev.energy_j();
+  dev.set_model(st.models[static_cast<size_t>(i)], st.switch_s, 0);
+  return dev.energy_j() - e0;
+}
+
+bool feasible_in_fastest(const device::SimDevice& dev, const Settings& st,
+                         const workload::Request& r, double arrival_s, int64_t n_batch,
+                         const std::function<void(device::SimDevice&)>& before) {
+  const int f = fastest_setting(st, info_for(r, arrival_s, dev.now_s(), r.output), n_batch);
+  device::SimDevice d = dev;
+  switch_setting(d, st, f);
+  if (before) before(d);
+  return feasible_at_top(d, r, arrival_s, n_batch);
+}
+
+int choose_setting(const std::string& controller, const Settings& st, const device::SimDevice& dev,
+                   const workload::Request& r, double arrival_s, int64_t predicted, int64_t n_batch,
+                   const PolicyOptions& popt) {
+  if (st.models.empty()) fail("settings: none to choose between");
+  const RequestInfo info = info_for(r, arrival_s, dev.now_s(), predicted);
+  if (controller == "performance") return fastest_setting(st, info, n_batch);
+  if (controller == "oracle") {
+    // The oracle's own plan in every setting, replayed from this state; the cheapest that
+    // meets the SLO, else the fastest.
+    int chosen = -1;
+    double best = std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < st.models.size(); ++i) {
+      device::SimDevice d = dev;
+      const double e0 = d.energy_j();
+      switch_setting(d, st, static_cast<int>(i));
+      auto trial = make_policy("oracle", st.models[i], popt);
+      RequestDriver drv(d, *trial, r, arrival_s, predicted, n_batch);
+      device::for_each_request_event(d.model().n_layer(), r.prompt, r.output, n_batch,
+                                     [&](const LayerEvent& ev) {
+                                       drv.on_event(ev);
+                                       return true;
+                                     });
+      const RequestResult res = drv.finish();
+      const double e = d.energy_j() - e0;
+      if (res.met && e < best) best = e, chosen = static_cast<int>(i);
+    }
+    return chosen >= 0 ? chosen : fastest_setting(st, info, n_batch);
+  }
+  // Online: by the co-runner's observed past, as the controllers plan.
+  const LoadForecast fc([&dev](double t) { return dev.corunner_at(t); }, dev.now_s());
+  return cheapest_setting(st, info, dev.corunner_intensity(), n_batch, &fc);
+}
+
 std::vector<RequestResult> run_workload_settings(device::SimDevice& dev,
                                                  const std::string& controller, const Settings& st,
                                                  const std::vector<workload::Request>& reqs,
@@ -265,56 +316,15 @@ std::vector<RequestResult> run_workload_settings(device::SimDevice& dev,
   if (opt.planning) fail("settings: a perturbed board (--perturb) is not supported with --modes");
   std::vector<std::unique_ptr<Policy>> pols;
   for (const auto& m : st.models) pols.push_back(make_policy(controller, m, popt));
-  const auto switched = [&](device::SimDevice& d, int i) {
-    const double e0 = d.energy_j();
-    d.set_model(st.models[static_cast<size_t>(i)], st.switch_s, 0);
-    return d.energy_j() - e0;
-  };
-  return serve_all(
-      dev, reqs, pred, opt,
-      [&](const workload::Request& r, double arrival, int64_t predicted, bool& feas,
-          double& pick_j) -> Policy& {
-        // Feasible: the fastest setting's top clock, from here, meets the SLO.
-        {
-          const int f =
-              fastest_setting(st, info_for(r, arrival, dev.now_s(), r.output), opt.n_batch);
-          device::SimDevice d = dev;
-          switched(d, f);
-          feas = feasible_at_top(d, r, arrival, opt.n_batch);
-        }
-        const RequestInfo info = info_for(r, arrival, dev.now_s(), predicted);
-        int chosen;
-        if (controller == "performance") {
-          chosen = fastest_setting(st, info, opt.n_batch);
-        } else if (controller == "oracle") {
-          // The oracle's own plan in every setting, replayed from this state; the
-          // cheapest that meets the SLO, else the fastest.
-          chosen = -1;
-          double best = std::numeric_limits<double>::infinity();
-          for (size_t i = 0; i < st.models.size(); ++i) {
-            device::SimDevice d = dev;
-            const double e0 = d.energy_j();
-            switched(d, static_cast<int>(i));
-            auto trial = make_policy("oracle", st.models[i], popt);
-            RequestDriver drv(d, *trial, r, arrival, predicted, opt.n_batch);
-            device::for_each_request_event(d.model().n_layer(), r.prompt, r.output, opt.n_batch,
-                                           [&](const LayerEvent& ev) {
-                                             drv.on_event(ev);
-                                             return true;
-                                           });
-            const RequestResult res = drv.finish();
-            const double e = d.energy_j() - e0;
-            if (res.met && e < best) best = e, chosen = static_cast<int>(i);
-          }
-          if (chosen < 0) chosen = fastest_setting(st, info, opt.n_batch);
-        } else {
-          // Online: by the co-runner's observed past, as the controllers plan.
-          const LoadForecast fc([&dev](double t) { return dev.corunner_at(t); }, dev.now_s());
-          chosen = cheapest_setting(st, info, dev.corunner_intensity(), opt.n_batch, &fc);
-        }
-        pick_j = switched(dev, chosen);
-        return *pols[static_cast<size_t>(chosen)];
-      });
+  return serve_all(dev, reqs, pred, opt,
+                   [&](const workload::Request& r, double arrival, int64_t predicted, bool& feas,
+                       double& pick_j) -> Policy& {
+                     feas = feasible_in_fastest(dev, st, r, arrival, opt.n_batch);
+                     const int chosen = choose_setting(controller, st, dev, r, arrival, predicted,
+                                                       opt.n_batch, popt);
+                     pick_j = switch_setting(dev, st, chosen);
+                     return *pols[static_cast<size_t>(chosen)];
+                   });
 }
 
 Summary summarize(const std::string& controller, const std::string& corunner,

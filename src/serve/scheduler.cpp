@@ -249,12 +249,13 @@ void Scheduler::admit(std::shared_ptr<Live> l) {
   if (board_) {
     GenRequest& q = l->req;
     workload::Request w;
+    w.prompt = static_cast<int64_t>(q.prompt.size());  // first: the class's TTFT target grows
+                                                       // with the prompt
     if (q.slo.empty()) q.slo = o_.default_slo;
     if (q.slo == "custom")
       w.ttft_target_s = q.ttft_target_s, w.tpot_target_s = q.tpot_target_s;
     else
       workload::apply_slo(w, workload::slo_class(q.slo));
-    w.prompt = static_cast<int64_t>(q.prompt.size());
     // The controllers plan for the predicted length, or without a predictor the budget.
     const int64_t planned =
         res.predicted_tokens > 0 ? res.predicted_tokens : std::max<int64_t>(1, budget);
@@ -405,6 +406,7 @@ void Scheduler::loop() {
         d.mhz_layers = b.mhz_layers;
         d.measured = b.measured;
         d.timeline = b.timeline;
+        d.mode = b.mode;
         res.device = std::move(d);
       }
       l->ticket->push({GenEvent::Kind::Done, -1, ""});

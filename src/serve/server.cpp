@@ -242,7 +242,8 @@ json device_json(const DeviceOutcome& d, bool timeline) {
         {"board", d.measured->board},
         {"time_ms", 1e3 * d.measured->time_s},
         {"energy_j", std::isnan(d.measured->energy_j) ? json(nullptr) : json(d.measured->energy_j)},
-        {"layers_at_mhz", clocks_json(d.measured->mhz_layers)}};
+        {"layers_at_mhz", clocks_json(d.measured->mhz_layers)},
+        {"mode_set", d.measured->mode_set}};
   return {{"ttft_ms", 1e3 * d.ttft_s},
           {"tpot_ms", 1e3 * d.tpot_s},
           {"e2e_ms", 1e3 * d.e2e_s},
@@ -251,6 +252,7 @@ json device_json(const DeviceOutcome& d, bool timeline) {
           {"tpot_target_ms", 1e3 * d.tpot_target_s},
           {"slo_met", d.met},
           {"feasible", d.feasible},
+          {"power_mode", d.mode.empty() ? json(nullptr) : json(d.mode)},
           {"predicted_tokens", d.predicted_output},
           {"frequency_switches", d.switches},
           {"layers_at_mhz", clocks_json(d.mhz_layers)},

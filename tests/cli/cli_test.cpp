@@ -172,6 +172,19 @@ TEST_F(Cli, RunOnADeviceWritesItsTrace) {
   EXPECT_NE(err_.find("no frequency knob named \"policy9\""), std::string::npos) << err_;
   EXPECT_NE(run(base + "--backend linux"), 0);
   EXPECT_NE(err_.find("--backend linux needs --device"), std::string::npos) << err_;
+
+  // The power mode per request: chosen, named, and put on the board (its memory clock).
+  const std::string modes = base + "--ignore-eos --device orin-nano-super-8gb --dvfs performance " +
+                            "--slo chatbot --modes all --backend linux --sysfs-root " +
+                            root.string();
+  cln::testing::put(root / "sys/kernel/debug/bpmp/debug/clk/emc/rate", "2133000000");
+  ASSERT_EQ(run(modes), 0) << err_;
+  EXPECT_NE(err_.find("| power mode MAXN_SUPER"), std::string::npos) << err_;
+  EXPECT_NE(err_.find("power mode MAXN_SUPER: memory clock pinned at 3199 MHz"), std::string::npos)
+      << err_;
+  EXPECT_EQ(cln::testing::get(root / "sys/kernel/debug/bpmp/debug/clk/emc/rate"), "3199000000");
+  EXPECT_NE(run(base + "--device orin-nano-super-8gb --slo chatbot --modes 40W"), 0);
+  EXPECT_NE(err_.find("40W"), std::string::npos) << err_;
 }
 
 // The README's main job: the shipped base, the router over the shipped task experts, the

@@ -30,6 +30,7 @@ inline std::filesystem::path make_tree(const std::string& name, bool with_setspe
   put(cpu / "scaling_available_governors", "schedutil userspace performance");
   put(cpu / "scaling_governor", "schedutil");
   put(cpu / "scaling_cur_freq", "1984000");
+  put(cpu / "scaling_max_freq", "1984000");
   if (with_setspeed) put(cpu / "scaling_setspeed", "<unsupported>");
   fs::path gpu = root / "sys/class/devfreq/17000000.gpu";
   put(gpu / "available_frequencies",

@@ -9,6 +9,7 @@
 
 #include "clone/core/error.h"
 #include "clone/device/linux.h"
+#include "clone/device/profile.h"
 #include "device/fake_sysfs.h"
 
 using namespace cln;
@@ -157,5 +158,55 @@ TEST(LinuxBackend, MemoryClockCoresAndPowerModes) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("mrq_rate_locked"), std::string::npos) << e.what();
+  }
+}
+
+// A whole power mode put on the board as nvpmodel would: the Orin Nano Super's 7W (memory at
+// 2133 MHz, 4 CPU cores at up to 960 MHz, half the GPU's TPCs) on a six-core tree.
+TEST(LinuxBackend, PutsAPowerModeOnTheBoardKnobByKnob) {
+  fs::path root = make_tree("mode");
+  put(root / "sys/kernel/debug/bpmp/debug/clk/emc/mrq_rate_locked", "0");
+  const DeviceProfile p = DeviceProfile::find("orin-nano-super-8gb");
+  const std::vector<std::string> done =
+      apply_power_mode(probe_linux(root.string()), p, p.mode("7W"));
+  EXPECT_EQ(get(root / "sys/kernel/debug/bpmp/debug/clk/emc/rate"), "2133000000");
+  EXPECT_EQ(get(root / "sys/kernel/debug/bpmp/debug/clk/emc/mrq_rate_locked"), "1");
+  EXPECT_EQ(get(root / "sys/devices/system/cpu/cpu3/online"), "1");
+  EXPECT_EQ(get(root / "sys/devices/system/cpu/cpu4/online"), "0");
+  EXPECT_EQ(get(root / "sys/devices/system/cpu/cpu5/online"), "0");
+  // The highest of the policy's levels at or below the 960 MHz cap.
+  EXPECT_EQ(get(root / "sys/devices/system/cpu/cpufreq/policy0/scaling_max_freq"), "729600");
+  std::string all;
+  for (const auto& d : done) all += d + "\n";
+  EXPECT_NE(all.find("memory clock pinned at 2133 MHz"), std::string::npos) << all;
+  EXPECT_NE(all.find("cpu: 4 cores online"), std::string::npos) << all;
+  EXPECT_NE(all.find("512 of 1024 cores in this mode NOT set"), std::string::npos) << all;
+  // Back to MAXN_SUPER: every core online, the caps lifted to the policy's top.
+  apply_power_mode(probe_linux(root.string()), p, p.mode("MAXN_SUPER"));
+  EXPECT_EQ(get(root / "sys/devices/system/cpu/cpu5/online"), "1");
+  EXPECT_EQ(get(root / "sys/devices/system/cpu/cpufreq/policy0/scaling_max_freq"), "1420800");
+  EXPECT_EQ(get(root / "sys/kernel/debug/bpmp/debug/clk/emc/rate"), "3199000000");
+
+  // A knob the mode needs and cannot set: an error naming it and what was already set.
+  fs::remove(root / "sys/devices/system/cpu/cpufreq/policy0/scaling_max_freq");
+  try {
+    apply_power_mode(probe_linux(root.string()), p, p.mode("7W"));
+    FAIL();
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("power mode 7W"), std::string::npos) << m;
+    EXPECT_NE(m.find("cpufreq policy0 cannot be capped"), std::string::npos) << m;
+    EXPECT_NE(m.find("already set: memory clock pinned at 2133 MHz; cpu: 4 cores online"),
+              std::string::npos)
+        << m;
+  }
+  fs::remove(root / "sys/kernel/debug/bpmp/debug/clk/emc/mrq_rate_locked");
+  try {
+    apply_power_mode(probe_linux(root.string()), p, p.mode("MAXN_SUPER"));
+    FAIL();
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("memory clock (EMC) cannot be set"), std::string::npos) << m;
+    EXPECT_EQ(m.find("already set"), std::string::npos) << m;
   }
 }

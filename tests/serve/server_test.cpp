@@ -682,6 +682,7 @@ TEST(Server, ASimulatedBoardServesEachRequestAsCloneRunDeviceWould) {
   const json& d = j["clone"]["device"];
   ASSERT_TRUE(d.is_object()) << res->body;
   EXPECT_EQ(j["clone"]["slo"], "smart-reply");
+  EXPECT_TRUE(d["power_mode"].is_null());  // no --modes
 
   // The same request through the engine's Context with dvfs::CoSim on its hook.
   const Tokenizer tok = Tokenizer::from_gguf(base()->gguf());
@@ -703,6 +704,12 @@ TEST(Server, ASimulatedBoardServesEachRequestAsCloneRunDeviceWould) {
   EXPECT_EQ(d["slo_met"], want.met);
   EXPECT_EQ(d["frequency_switches"], want.switches);
   EXPECT_NEAR(d["ttft_target_ms"].get<double>(), 1e3 * want.ttft_target_s, 1e-9);
+  // ...and that target is the class's for this prompt's length, as `clone sim` sets it.
+  const workload::SloClass& cls = workload::slo_class("smart-reply");
+  EXPECT_NEAR(d["ttft_target_ms"].get<double>(),
+              1e3 * (cls.ttft_base_s + cls.ttft_per_token_s * static_cast<double>(ids.size())),
+              1e-9);
+  EXPECT_GT(ids.size(), 1u);
   // Every layer of every pass it took part in, at some clock: the prompt pass and one
   // pass per token but the last, each n_layer + 1 layers (the head).
   int64_t layers = 0;

@@ -45,6 +45,8 @@ struct Opts {
   double ttft_ms = 0, tpot_ms = 0;
   uint64_t corunner_seed = 1;
   int64_t predicted = 0;
+  std::vector<std::string> modes;  // per-request power mode (dvfs::CoSimOptions::modes)
+  double setting_switch_ms = cln::dvfs::Settings{}.switch_s * 1e3;
 };
 
 constexpr int64_t kBatch = 512;  // the engine's prefill pass length; the simulator plans the same
@@ -61,6 +63,7 @@ std::unique_ptr<cln::dvfs::CoSim> make_cosim(const Opts& o, const cln::Model& m,
   c.decode_horizon = o.decode_horizon;
   c.embed_layers = embed_layers, c.embed_tokens = embed_tokens;
   c.backend = o.backend, c.sysfs_root = o.sysfs_root, c.knob = o.knob;
+  c.modes = o.modes, c.setting_switch_s = o.setting_switch_ms * 1e-3;
   return std::make_unique<cln::dvfs::CoSim>(m.config(), c, prompt_tokens, std::max(1, o.n_predict));
 }
 
@@ -159,6 +162,9 @@ int run(const Opts& o) {
   if (cosim) {
     const dvfs::RequestResult r = cosim->finish();
     std::fprintf(stderr, "[clone sim] %s\n", cosim->summary_line(r).c_str());
+    if (cosim->measured())
+      for (const auto& line : cosim->measured()->mode_set)
+        std::fprintf(stderr, "[clone sim] %s\n", line.c_str());
     if (!o.trace.empty()) cosim->write_trace(o.trace);
   }
   return 0;
@@ -227,6 +233,16 @@ const cln::cli::Register reg{
       g->add_option("--decode-horizon", o->decode_horizon,
                     "the controller plans a decode over at most this many tokens ahead (0: the "
                     "whole predicted rest)")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber);
+      g->add_option("--modes", o->modes,
+                    "the controller chooses the request's power mode (GPU cap and cores, "
+                    "memory clock, CPU clock and cores) among these (comma-separated, or all), "
+                    "then its GPU clock per layer inside it; with --backend linux the mode is "
+                    "put on the board")
+          ->delimiter(',');
+      g->add_option("--setting-switch-ms", o->setting_switch_ms,
+                    "with --modes: the stall charged for changing mode (an estimate)")
           ->capture_default_str()
           ->check(CLI::NonNegativeNumber);
       g->add_option("--slo", o->slo, "SLO class: chatbot, smart-reply, code-completion")

@@ -24,6 +24,7 @@ struct Opts {
   std::vector<std::string> experts;
   cln::serve::SchedulerOptions s;
   cln::serve::ServerOptions h;
+  double setting_switch_ms = cln::dvfs::Settings{}.switch_s * 1e3;
 };
 
 int serve(Opts& o) {
@@ -43,6 +44,7 @@ int serve(Opts& o) {
   auto [experts, keys] = cli::load_experts(o.experts, *model, false);
   const bool with_key = !keys.empty();
   o.s.router.mixing = serve::mixing_from_name(o.mixing);
+  o.s.board.setting_switch_s = o.setting_switch_ms * 1e-3;
   serve::Scheduler sched(model, std::move(experts), std::move(keys), o.s);
   serve::Server server(sched, o.h);
   const int port = server.bind();
@@ -136,6 +138,16 @@ const cln::cli::Register reg{
       app.add_option("--decode-horizon", o->s.board.decode_horizon,
                      "the controller plans a decode over at most this many tokens ahead (0: the "
                      "whole predicted rest)")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber);
+      app.add_option("--modes", o->s.board.modes,
+                     "a request that finds the board idle chooses its power mode (GPU cap and "
+                     "cores, memory clock, CPU clock and cores) among these (comma-separated, "
+                     "or all) by the controller's rule; requests beside it run in that mode; "
+                     "with --backend linux the mode is put on the board")
+          ->delimiter(',');
+      app.add_option("--setting-switch-ms", o->setting_switch_ms,
+                     "with --modes: the stall charged for changing mode (an estimate)")
           ->capture_default_str()
           ->check(CLI::NonNegativeNumber);
       app.add_option("--corunner", o->s.board.corunner,

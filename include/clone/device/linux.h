@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "clone/device/backend.h"
+#include "clone/device/profile.h"
 
 namespace cln::device {
 
@@ -80,6 +81,21 @@ void set_memory_mhz(const MemoryKnob& emc, double mhz);
 // Puts the first n cores online and the others offline (cpu0 always stays); throws when a
 // core that must change has no writable online file, or n is out of range.
 void set_cores_online(const std::vector<CoreKnob>& cores, int n, const std::string& root);
+
+// Caps every cpufreq policy's clock at the highest of its levels at or below mhz (its lowest
+// when none is) by writing scaling_max_freq; throws naming the policy that cannot be capped.
+void cap_cpu_mhz(const std::vector<FreqKnob>& knobs, double mhz);
+
+// Puts the board in power mode `m` of profile `p`, as nvpmodel would, knob by knob through
+// sysfs: the memory clock pinned at the mode's (set_memory_mhz), the host CPU's online cores
+// (set_cores_online) and its clock cap on every cpufreq policy (cap_cpu_mhz). The clock cap
+// of the unit that runs the model is kept by whoever drives its knob (dvfs::RealBoard pins
+// every layer's clock among the mode's levels). A GPU's enabled TPCs have no sysfs file that
+// clone writes (nvpmodel sets them), so they are reported and left as they are. Returns one
+// line per knob saying what was set or left and why; throws cln::Error naming the knob when
+// one the mode needs cannot be set (nothing is rolled back: the error says how far it got).
+std::vector<std::string> apply_power_mode(const LinuxProbe& pr, const DeviceProfile& p,
+                                          const PowerMode& m);
 
 class LinuxDevice : public DeviceBackend {
  public:

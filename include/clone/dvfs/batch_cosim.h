@@ -37,6 +37,7 @@ struct BatchRequestResult {
   RequestResult r;                       // device-time TTFT/TPOT/energy, SLO met or missed
   std::map<double, int64_t> mhz_layers;  // layers run at each clock (MHz) while it was in the batch
   std::optional<Measured> measured;      // backend "linux": the real board's numbers
+  std::string mode;                      // with modes: the power mode the board was in
   // The clock (MHz) of every layer it ran, head last: one row per pass it took part in
   // (its prefill passes, then one per generated token but the last).
   std::vector<std::vector<float>> timeline;
@@ -45,9 +46,14 @@ struct BatchRequestResult {
 class BatchCoSim {
  public:
   // Uses opt.device, controller, policy_path, corunner, corunner_seed, n_batch (the
-  // scheduler's rows per pass) and backend, sysfs_root, knob; the per-request fields are
-  // given to admit(). Throws cln::Error for an unknown profile or controller, "oracle" (it
-  // needs the future), or a linux board that cannot be driven (naming what is missing).
+  // scheduler's rows per pass), modes and setting_switch_s, and backend, sysfs_root, knob;
+  // the per-request fields are given to admit(). With modes, the power mode is the board's,
+  // shared by every request in the batch: a request admitted to an idle board chooses it
+  // (the controller's rule, runner.h choose_setting; the switch charged to that request and
+  // on the linux backend put on the board), one admitted beside others runs in the mode they
+  // are in (changing it under them would break the plans they were admitted with). Throws
+  // cln::Error for an unknown profile or controller, "oracle" (it needs the future), or a linux
+  // board that cannot be driven (naming what is missing).
   BatchCoSim(const ModelConfig& model, const CoSimOptions& opt);
   ~BatchCoSim();
   BatchCoSim(const BatchCoSim&) = delete;
@@ -71,6 +77,8 @@ class BatchCoSim {
   const device::CostModel& cost_model() const { return *model_; }
   const device::SimDevice& device() const { return *dev_; }
   const RealBoard* real() const { return real_.get(); }
+  // With modes: the power mode the board is in ("" before the first request, or without).
+  std::string mode() const;
   int64_t active() const { return static_cast<int64_t>(live_.size()); }
 
  private:
@@ -84,7 +92,10 @@ class BatchCoSim {
   std::map<int64_t, std::unique_ptr<Live>> live_;
   std::vector<BatchItem> pass_;
   std::unique_ptr<RealBoard> real_;
-  std::vector<BatchItem> ran_;  // who ran the last layer (the real board's energy is theirs)
+  std::optional<Settings> st_;        // opt.modes
+  std::vector<PolicyOptions> st_po_;  // each mode's (its learned net)
+  int mode_ = -1;                     // index in st_, -1 before the first request
+  std::vector<BatchItem> ran_;        // who ran the last layer (the real board's energy is theirs)
   void share_measured(double energy_j);
 };
 

@@ -33,6 +33,13 @@ struct CoSimOptions {
   int64_t n_batch = 512;  // the engine's prefill pass length (the planners assume the same)
   int64_t decode_horizon = kDecodeHorizon;  // RequestDriver::set_decode_horizon (0: the whole
                                             // prediction)
+  // Per request, the power mode (nvpmodel preset: the GPU's cap and cores, the memory clock,
+  // the CPU's clock and cores) among these ("all": every mode of the profile), by the
+  // controller's rule (runner.h choose_setting), the controller then setting the clock at
+  // every layer boundary inside it; the change is charged as a setting_switch_s stall.
+  // Empty: no mode, the profile's top clocks. Backend linux: the mode is put on the board.
+  std::vector<std::string> modes;
+  double setting_switch_s = Settings{}.switch_s;
   // "sim": the modelled board only. "linux": each chosen clock is also set on the real
   // board's knob and time and energy are measured there too (dvfs/real_board.h).
   std::string backend = "sim";
@@ -48,6 +55,7 @@ struct CoSimOptions {
 // What the real board measured for one request (backend "linux").
 struct Measured {
   std::string board;                     // "linux:17000000.gpu"
+  std::vector<std::string> mode_set;     // with modes: what putting the board in it set
   double time_s = 0;                     // wall time from admission to the end
   double energy_j = 0;                   // from the rails; NaN when the board has none
   std::map<double, int64_t> mhz_layers;  // layers run at each of the knob's clocks
@@ -81,6 +89,8 @@ class CoSim {
   const std::vector<TraceRow>& trace() const { return rows_; }
   const device::CostModel& cost_model() const { return *model_; }
   const workload::Request& request() const { return req_; }
+  // With modes: the power mode the controller chose for this request ("" without).
+  const std::string& mode() const { return mode_; }
   // Backend "linux": what the real board measured (after finish()).
   const std::optional<Measured>& measured() const { return measured_; }
 
@@ -105,7 +115,8 @@ class CoSim {
   std::unique_ptr<RealBoard> real_;
   std::optional<Measured> measured_;
   double real_t0_ = 0;
-  double embed_j_ = 0;  // energy of the router's embedding (before the driver's first pass)
+  double pre_j_ = 0;  // before the driver's first pass: the mode switch, the router's embedding
+  std::string mode_;
 };
 
 }  // namespace cln::dvfs

@@ -23,6 +23,12 @@ class RealBoard {
   std::string name() const { return dev_.name(); }
   bool measures_energy() const { return !std::isnan(dev_.energy_j()); }
   double mhz_now() const { return dev_.levels()[static_cast<size_t>(dev_.level())].mhz; }
+  // Puts the board in power mode `m` of `profile` (device::apply_power_mode) and from then on
+  // maps the model's levels in that mode (`mode_levels`, capped) onto the knob. Returns what
+  // was set, one line per knob; throws cln::Error naming a knob the mode needs and cannot set.
+  std::vector<std::string> apply_mode(const device::DeviceProfile& profile,
+                                      const device::PowerMode& m,
+                                      const std::vector<device::OperatingPoint>& mode_levels);
   // The knob's level for a model level, and its clock.
   int level_for(int model_level) const;
   double mhz_for(int model_level) const;
@@ -35,6 +41,9 @@ class RealBoard {
   int64_t switches() const { return dev_.switches(); }
 
  private:
+  void map_levels(const std::vector<device::OperatingPoint>& model_levels);
+
+  std::string root_;
   device::LinuxDevice dev_;
   std::vector<int> map_;
   double last_e_ = 0;

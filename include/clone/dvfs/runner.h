@@ -121,6 +121,22 @@ std::vector<RequestResult> run_workload(device::SimDevice& dev, Policy& pol,
                                         const std::vector<workload::Request>& reqs,
                                         const LengthPredictor& pred, const RunOptions& opt);
 
+// The setting `controller` takes for request `r` (arrived at arrival_s) on `dev` as it is
+// now, told `predicted` output tokens (dvfs/settings.h: performance the fastest setting, the
+// oracle its own plan replayed in each and the cheapest that meets the SLO, every other
+// controller the cheapest predicted one under the co-runner's forecast). `dev` is not
+// changed.
+int choose_setting(const std::string& controller, const Settings& st, const device::SimDevice& dev,
+                   const workload::Request& r, double arrival_s, int64_t predicted, int64_t n_batch,
+                   const PolicyOptions& popt);
+// The device switched to setting i (its stall charged); the energy that cost.
+double switch_setting(device::SimDevice& dev, const Settings& st, int i);
+// Whether the fastest setting's top clock, from dev's state now, meets r's SLO (`before`,
+// if given, runs on the board in that setting first: work the request waits for).
+bool feasible_in_fastest(const device::SimDevice& dev, const Settings& st,
+                         const workload::Request& r, double arrival_s, int64_t n_batch,
+                         const std::function<void(device::SimDevice&)>& before = {});
+
 // As run_workload, with the board's knobs chosen per request among `st` (dvfs/settings.h:
 // performance the fastest setting, oracle the exact choice, every other controller the
 // cheapest predicted one), the controller of that setting running its clock inside it. A

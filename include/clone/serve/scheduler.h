@@ -59,6 +59,7 @@ struct DeviceOutcome {
   bool met = false, feasible = true;
   std::map<double, int64_t> mhz_layers;      // layers run at each clock (MHz)
   std::optional<dvfs::Measured> measured;    // backend linux: what the real board measured
+  std::string mode;                          // with --modes: the board's power mode
   std::vector<std::vector<float>> timeline;  // MHz per layer, one row per pass (batch_cosim.h)
 };
 
