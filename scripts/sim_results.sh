@@ -3,8 +3,8 @@
 # (docs/device.md "Results", docs/serve.md "The predictor in place of the true length"):
 # the judged NX and Nano runs, the held-out seeds and Azure replays of the NX, the Nano and
 # the Nano Super, the power-mode tables of the three boards, the accelerator ablation, the
-# robustness sweep and the length-predictor runs. Deterministic (fixed seeds); about 30
-# minutes on 2 cores, mostly the NX's SFU-on run and the robustness sweep. The runs that
+# robustness sweep and the length-predictor runs. Deterministic (fixed seeds); about 10
+# minutes on 2 cores (9.5 measured; run twice, the second left git diff empty). The runs that
 # docs/device.md quotes without committing (the NX's SFU-on run, the Nano Super's seed 42)
 # go to $OUT. Not here: identifiability (scripts/identifiability.sh; its
 # controllers, performance, static and oracle, do not depend on the learned policy).
