@@ -302,6 +302,8 @@ Server::Server(Scheduler& s, ServerOptions o)
                     "(backend linux).");
   metrics_.describe("clone_slo_total", "counter",
                     "Finished requests by SLO class and whether the simulated board met it.");
+  metrics_.describe("clone_power_mode_requests_total", "counter",
+                    "Finished requests by the power mode the board ran them in (--modes).");
   metrics_.describe("clone_frequency_switches_total", "counter",
                     "Clock changes of the simulated board while each request ran (a change "
                     "during a pass of k requests counts k times).");
@@ -514,6 +516,8 @@ void Server::routes() {
             metrics_.add("clone_measured_energy_joules_total", d.measured->energy_j);
           metrics_.add("clone_slo_total", 1,
                        {{"class", d.slo}, {"outcome", d.met ? "met" : "missed"}});
+          if (!d.mode.empty())
+            metrics_.add("clone_power_mode_requests_total", 1, {{"mode", d.mode}});
           metrics_.add("clone_frequency_switches_total", static_cast<double>(d.switches));
           metrics_.observe("clone_device_ttft_seconds", d.ttft_s);
           if (r.tokens.size() > 1) metrics_.observe("clone_device_tpot_seconds", d.tpot_s);

@@ -743,6 +743,32 @@ TEST(Server, ASimulatedBoardServesEachRequestAsCloneRunDeviceWould) {
   EXPECT_EQ(json::parse(res->body)["clone"]["slo"], "chatbot");
 }
 
+// With --modes the request that finds the board idle chooses its power mode: the response
+// and /metrics name it, and on the linux backend the mode's memory clock is put on the board.
+TEST(Server, ARequestChoosesThePowerModeAndItIsPutOnTheBoard) {
+  const std::filesystem::path root = cln::testing::make_tree("serve-modes");
+  serve::SchedulerOptions o = opts(2);
+  o.board.device = "orin-nano-super-8gb";
+  o.board.controller = "performance";  // the fastest mode: MAXN_SUPER
+  o.board.modes = {"all"};
+  o.board.backend = "linux";
+  o.board.sysfs_root = root.string();
+  cln::testing::put(root / "sys/kernel/debug/bpmp/debug/clk/emc/rate", "2133000000");
+  Running r(o);
+  json body = completion("The computer", 8, "none");
+  body["clone"]["ignore_eos"] = true;
+  const auto res = r.post("/v1/completions", body);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json d = json::parse(res->body)["clone"]["device"];
+  EXPECT_EQ(d["power_mode"], "MAXN_SUPER") << res->body;
+  EXPECT_EQ(cln::testing::get(root / "sys/kernel/debug/bpmp/debug/clk/emc/rate"), "3199000000");
+  ASSERT_TRUE(d["measured"]["mode_set"].is_array()) << res->body;
+  EXPECT_FALSE(d["measured"]["mode_set"].empty());
+  EXPECT_EQ(metric(r.client().Get("/metrics")->body,
+                   "clone_power_mode_requests_total{mode=\"MAXN_SUPER\"}"),
+            1);
+}
+
 TEST(Server, TheLinuxBackendSetsTheKnobAtEveryLayerAndMeasuresTheRails) {
   // A Jetson-shaped sysfs tree: the GPU's devfreq (306-918 MHz) and VDD_IN at 10 W.
   const std::filesystem::path root = cln::testing::make_tree("serve-linux");
