@@ -338,44 +338,80 @@ void cap_cpu_mhz(const std::vector<FreqKnob>& knobs, double mhz) {
   if (!any) fail("cpu clock cap: no cpufreq policies on this board");
 }
 
+std::vector<std::string> power_mode_blockers(const LinuxProbe& pr, const DeviceProfile& p,
+                                             const PowerMode& m) {
+  std::vector<std::string> why;
+  if (m.memory_mhz > 0) {
+    if (pr.emc.dir.empty())
+      why.push_back("no memory (EMC) clock to pin at " + fmt_num(m.memory_mhz) + " MHz");
+    else if (!pr.emc.writable)
+      why.push_back("memory clock (EMC) cannot be set: " + pr.emc.why_not);
+  }
+  const ComputeUnit* host = p.host_unit();
+  const UnitCap* c = host ? m.cap(host->name) : nullptr;
+  if (c && c->cores > 0) {
+    const int total = static_cast<int>(pr.cores.size());
+    if (c->cores > total)
+      why.push_back(host->name + ": the mode has " + std::to_string(c->cores) +
+                    " cores online, this board " + std::to_string(total));
+    for (int i = 0; i < total && c->cores <= total; ++i) {
+      const CoreKnob& k = pr.cores[static_cast<size_t>(i)];
+      if ((i < c->cores) != k.online && !k.writable)
+        why.push_back("cpu" + std::to_string(k.cpu) + " cannot be turned " +
+                      (i < c->cores ? "on" : "off") + " (no writable online file)");
+    }
+  }
+  if (c && c->max_mhz > 0) {
+    bool any = false;
+    for (const FreqKnob& k : pr.knobs) {
+      if (k.kind != "cpufreq") continue;
+      any = true;
+      if (!writable(fs::path(k.dir) / "scaling_max_freq"))
+        why.push_back("cpufreq " + k.name +
+                      " cannot be capped: scaling_max_freq is missing or not writable");
+    }
+    if (!any) why.push_back("no cpufreq policies to cap at " + fmt_num(c->max_mhz) + " MHz");
+  }
+  return why;
+}
+
 std::vector<std::string> apply_power_mode(const LinuxProbe& pr, const DeviceProfile& p,
                                           const PowerMode& m) {
+  const std::vector<std::string> why = power_mode_blockers(pr, p, m);
+  if (!why.empty()) {
+    std::string all;
+    for (const auto& w : why) all += (all.empty() ? "" : "; ") + w;
+    fail("power mode ", m.name, " cannot be put on this board (nothing was changed): ", all);
+  }
   std::vector<std::string> done;
-  const auto what = [&m](const std::string& s) { return "power mode " + m.name + ": " + s; };
-  try {
-    if (m.memory_mhz > 0) {
-      set_memory_mhz(pr.emc, m.memory_mhz);
-      done.push_back("memory clock pinned at " + fmt_num(m.memory_mhz) + " MHz");
-    }
-    if (const ComputeUnit* host = p.host_unit()) {
-      if (const UnitCap* c = m.cap(host->name)) {
-        if (c->cores > 0) {
-          set_cores_online(pr.cores, c->cores, pr.root);
-          done.push_back(host->name + ": " + std::to_string(c->cores) + " cores online");
-        }
-        if (c->max_mhz > 0) {
-          cap_cpu_mhz(pr.knobs, c->max_mhz);
-          done.push_back(host->name + ": clock capped at " + fmt_num(c->max_mhz) + " MHz");
-        }
+  if (m.memory_mhz > 0) {
+    set_memory_mhz(pr.emc, m.memory_mhz);
+    done.push_back("memory clock pinned at " + fmt_num(m.memory_mhz) + " MHz");
+  }
+  if (const ComputeUnit* host = p.host_unit()) {
+    if (const UnitCap* c = m.cap(host->name)) {
+      if (c->cores > 0) {
+        set_cores_online(pr.cores, c->cores, pr.root);
+        done.push_back(host->name + ": " + std::to_string(c->cores) + " cores online");
+      }
+      if (c->max_mhz > 0) {
+        cap_cpu_mhz(pr.knobs, c->max_mhz);
+        done.push_back(host->name + ": clock capped at " + fmt_num(c->max_mhz) + " MHz");
       }
     }
-    const ComputeUnit& run = p.compute();
-    if (const UnitCap* c = m.cap(run.name)) {
-      if (c->max_mhz > 0)
-        done.push_back(run.name + ": clock capped at " + fmt_num(c->max_mhz) +
-                       " MHz (each layer's clock is pinned among the mode's levels)");
-      if (c->cores > 0 && c->cores < run.cores)
-        done.push_back(run.name + ": " + std::to_string(c->cores) + " of " +
-                       std::to_string(run.cores) +
-                       " cores in this mode NOT set (TPC gating is nvpmodel's; the board runs "
-                       "with the cores it has, the model plans with the mode's)");
-    }
-  } catch (const Error& e) {
-    std::string so_far;
-    for (const auto& d : done) so_far += (so_far.empty() ? "" : "; ") + d;
-    fail(what(e.what()), so_far.empty() ? "" : " (already set: " + so_far + ")");
   }
-  for (auto& d : done) d = what(d);
+  const ComputeUnit& run = p.compute();
+  if (const UnitCap* c = m.cap(run.name)) {
+    if (c->max_mhz > 0)
+      done.push_back(run.name + ": clock capped at " + fmt_num(c->max_mhz) +
+                     " MHz (each layer's clock is pinned among the mode's levels)");
+    if (c->cores > 0 && c->cores < run.cores)
+      done.push_back(run.name + ": " + std::to_string(c->cores) + " of " +
+                     std::to_string(run.cores) +
+                     " cores in this mode NOT set (TPC gating is nvpmodel's; the board runs "
+                     "with the cores it has, the model plans with the mode's)");
+  }
+  for (auto& d : done) d = "power mode " + m.name + ": " + d;
   return done;
 }
 

@@ -183,6 +183,18 @@ TEST_F(Cli, RunOnADeviceWritesItsTrace) {
   EXPECT_NE(err_.find("power mode MAXN_SUPER: memory clock pinned at 3199 MHz"), std::string::npos)
       << err_;
   EXPECT_EQ(cln::testing::get(root / "sys/kernel/debug/bpmp/debug/clk/emc/rate"), "3199000000");
+  ASSERT_EQ(run("device probe --root " + root.string() + " --profile orin-nano-super-8gb"), 0);
+  EXPECT_NE(out_.find("power mode 7W of orin-nano-super-8gb: can be put on this board"),
+            std::string::npos)
+      << out_;
+  fs::remove(root / "sys/kernel/debug/bpmp/debug/clk/emc/mrq_rate_locked");
+  ASSERT_EQ(run("device probe --root " + root.string() + " --profile orin-nano-super-8gb"), 0);
+  EXPECT_NE(out_.find("power mode 7W of orin-nano-super-8gb: cannot: memory clock (EMC)"),
+            std::string::npos)
+      << out_;
+  EXPECT_NE(run(modes), 0);
+  EXPECT_NE(err_.find("cannot be put on this board (nothing was changed)"), std::string::npos)
+      << err_;
   EXPECT_NE(run(base + "--device orin-nano-super-8gb --slo chatbot --modes 40W"), 0);
   EXPECT_NE(err_.find("40W"), std::string::npos) << err_;
 }

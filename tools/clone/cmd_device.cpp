@@ -23,6 +23,7 @@ using namespace cln;
 
 struct Opts {
   std::string root = "/", out, profile = "orin-nx-16gb", public_dir, report;
+  std::string probe_profile;  // probe --profile: its power modes against this board
   bool write = false, no_measure = false;
   // cost
   std::string model, dense;
@@ -34,6 +35,17 @@ struct Opts {
 int probe(const Opts& o) {
   auto pr = device::probe_linux(o.root);
   std::printf("%s", pr.report().c_str());
+  if (!o.probe_profile.empty()) {  // which of its power modes clone can put on this board
+    const auto p = device::DeviceProfile::find(o.probe_profile);
+    if (p.modes.empty()) std::printf("profile %s has no power modes\n", p.name.c_str());
+    for (const auto& m : p.modes) {
+      const auto why = device::power_mode_blockers(pr, p, m);
+      std::printf("power mode %s of %s: %s", m.name.c_str(), p.name.c_str(),
+                  why.empty() ? "can be put on this board (--modes)" : "cannot:");
+      for (size_t i = 0; i < why.size(); ++i) std::printf("%s %s", i ? ";" : "", why[i].c_str());
+      std::printf("\n");
+    }
+  }
   if (!o.out.empty()) {
     const auto facts = device::read_host_facts();
     const auto lim = o.no_measure ? device::HostLimits{} : device::measure_host_limits(facts.cores);
@@ -200,6 +212,9 @@ const cli::Register reg{
       p->add_option("--out", o->out,
                     "write the measured host profile here (e.g. profiles/host.json)");
       p->add_flag("--no-measure", o->no_measure, "skip the FLOP/bandwidth measurement");
+      p->add_option("--profile", o->probe_profile,
+                    "also say which of this profile's power modes can be put on the board "
+                    "(clone run/serve --modes with --backend linux)");
       p->callback([mode] { *mode = 1; });
       auto* s = app.add_subcommand("show", "print a profile (name or path) after validation");
       s->add_option("profile", o->profile, "profile name or JSON path")->capture_default_str();

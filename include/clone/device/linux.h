@@ -93,9 +93,13 @@ void cap_cpu_mhz(const std::vector<FreqKnob>& knobs, double mhz);
 // every layer's clock among the mode's levels). A GPU's enabled TPCs have no sysfs file that
 // clone writes (nvpmodel sets them), so they are reported and left as they are. Returns one
 // line per knob saying what was set or left and why; throws cln::Error naming the knob when
-// one the mode needs cannot be set (nothing is rolled back: the error says how far it got).
+// one the mode needs cannot be set, before anything is written (power_mode_blockers).
 std::vector<std::string> apply_power_mode(const LinuxProbe& pr, const DeviceProfile& p,
                                           const PowerMode& m);
+// Why `m` cannot be put on this board: one sentence per knob the mode needs and the probe
+// found missing or not writable; empty when it can (`clone device probe --profile P`).
+std::vector<std::string> power_mode_blockers(const LinuxProbe& pr, const DeviceProfile& p,
+                                             const PowerMode& m);
 
 class LinuxDevice : public DeviceBackend {
  public:
