@@ -97,12 +97,41 @@ void forecast(benchmark::State& st) {
   }
 }
 
+// The power mode chosen once per request (`--modes`, runner.h choose_setting): for the
+// online controllers the cheapest (mode, single clock) the cost model predicts meets the SLO
+// under the co-runner's forecast, which is built from its last 120 s for the choice. The
+// Orin Nano Super's four modes and the finest grid, a 4096-token prompt and 256 tokens with
+// 2% slack at the fastest mode's top clock, a bursty co-runner. Counter: the request's own
+// time at the top clock, to read the choice as a share of it.
+void choose_mode(benchmark::State& st, const char* name) {
+  device::CostOptions co;
+  co.sfu = true;
+  auto m = std::make_shared<const device::CostModel>(
+      device::DeviceProfile::load(std::string(CLONE_SOURCE_DIR) +
+                                  "/profiles/orin-nano-super-8gb.json"),
+      model_preset("gemma-2b"), co);
+  const dvfs::Settings set = dvfs::make_settings(*m, {"all"});
+  const int64_t prompt = 4096, out = 256;
+  const auto est = dvfs::estimate(*set.models.back(), prompt, out, 512);
+  workload::Request r;
+  r.prompt = prompt, r.output = out, r.slo = "tight";
+  r.ttft_target_s = 1.02 * est.prefill_s, r.tpot_target_s = 1.02 * est.decode_token_s;
+  device::SimDevice dev(m, device::CorunnerTrace::make("bursty", 42));
+  dev.idle_until(500);
+  for (auto _ : st)
+    benchmark::DoNotOptimize(dvfs::choose_setting(name, set, dev, r, 500, out, 512, {}));
+  st.counters["modes"] = static_cast<double>(set.models.size());
+  st.counters["request_at_top_ms"] =
+      1e3 * (est.prefill_s + est.decode_token_s * static_cast<double>(out - 1));
+}
+
 }  // namespace
 
 BENCHMARK(forecast);
 BENCHMARK_CAPTURE(boundary, learned_nx_sfu, "learned", true, "orin-nx-16gb");
 BENCHMARK_CAPTURE(boundary, learned_nx, "learned", false, "orin-nx-16gb");
 BENCHMARK_CAPTURE(boundary, learned_nano_sfu, "learned", true, "orin-nano-8gb");
+BENCHMARK_CAPTURE(boundary, learned_nano_super_sfu, "learned", true, "orin-nano-super-8gb");
 BENCHMARK_CAPTURE(boundary, podgov_nx_sfu, "podgov", true, "orin-nx-16gb");
 BENCHMARK_CAPTURE(boundary, mpc_teacher_nx_sfu, "mpc", true, "orin-nx-16gb");
 
@@ -113,4 +142,6 @@ BENCHMARK_CAPTURE(decide, performance, "performance", false);
 BENCHMARK_CAPTURE(decide, mpc_teacher_jetson, "mpc", false);
 BENCHMARK_CAPTURE(decide, mpc_teacher_sfu, "mpc", true);
 
+BENCHMARK_CAPTURE(choose_mode, learned, "learned");
+BENCHMARK_CAPTURE(choose_mode, performance, "performance");
 BENCHMARK_MAIN();
