@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -282,8 +283,38 @@ void probe_nvpmodel(const fs::path& root, LinuxProbe& pr) {
   }
   pr.nvpmodel.conf = conf.string();
   const std::regex mode_re("<\\s*POWER_MODEL\\s+ID=(\\d+)\\s+NAME=([^\\s>]+)\\s*>");
-  for (std::sregex_iterator it(text.begin(), text.end(), mode_re), end; it != end; ++it)
-    pr.nvpmodel.modes.emplace_back(std::stoi((*it)[1].str()), (*it)[2].str());
+  const std::regex file_re("<\\s*PARAM\\s+TYPE=FILE\\s+NAME=([^\\s>]+)\\s*>");
+  // Line by line: a header opens a block (a FILE param's paths, or a mode's settings).
+  std::map<std::string, std::map<std::string, std::string>> paths;  // param -> arg -> file
+  std::string param, mode;
+  std::vector<NvpFileWrite>* writes = nullptr;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (line.find('<') != std::string::npos) {
+      param.clear(), mode.clear(), writes = nullptr;
+      if (std::regex_search(line, m, mode_re)) {
+        mode = m[2].str();
+        pr.nvpmodel.modes.emplace_back(std::stoi(m[1].str()), mode);
+        pr.nvpmodel.tpc_writes.emplace_back(mode, std::vector<NvpFileWrite>{});
+        writes = &pr.nvpmodel.tpc_writes.back().second;
+      } else if (std::regex_search(line, m, file_re)) {
+        param = m[1].str();
+      }
+      continue;
+    }
+    std::istringstream words(line);
+    std::string a, b, c;
+    if (!(words >> a >> b)) continue;
+    if (!param.empty()) {
+      paths[param][a] = b;
+    } else if (writes && (words >> c) &&
+               (a == "TPC_POWER_GATING" || a.rfind("GPU_POWER_CONTROL", 0) == 0)) {
+      const auto p = paths.find(a);
+      if (p == paths.end() || !p->second.count(b)) continue;  // no file for it: not ours
+      writes->push_back({a, b, (root / fs::path(p->second.at(b)).relative_path()).string(), c});
+    }
+  }
   std::string status;
   if (read_text(root / "var/lib/nvpmodel/status", status)) {
     std::smatch m;
@@ -372,6 +403,11 @@ std::vector<std::string> power_mode_blockers(const LinuxProbe& pr, const DeviceP
     }
     if (!any) why.push_back("no cpufreq policies to cap at " + fmt_num(c->max_mhz) + " MHz");
   }
+  if (const auto* tpc = pr.nvpmodel.tpc_writes_of(m.name))
+    for (const NvpFileWrite& w : *tpc)
+      if (!writable(w.path))
+        why.push_back(w.param + " " + w.arg + ": " + w.path +
+                      (fs::exists(w.path) ? " is not writable (run as root)" : " does not exist"));
   return why;
 }
 
@@ -405,11 +441,22 @@ std::vector<std::string> apply_power_mode(const LinuxProbe& pr, const DeviceProf
     if (c->max_mhz > 0)
       done.push_back(run.name + ": clock capped at " + fmt_num(c->max_mhz) +
                      " MHz (each layer's clock is pinned among the mode's levels)");
-    if (c->cores > 0 && c->cores < run.cores)
-      done.push_back(run.name + ": " + std::to_string(c->cores) + " of " +
-                     std::to_string(run.cores) +
-                     " cores in this mode NOT set (TPC gating is nvpmodel's; the board runs "
-                     "with the cores it has, the model plans with the mode's)");
+  }
+  // The GPU's TPC power gating, as the board's own nvpmodel.conf has it for this mode (its
+  // mask is written in every mode that lists it, so a faster mode ungates them again).
+  const auto* tpc = pr.nvpmodel.tpc_writes_of(m.name);
+  if (tpc && !tpc->empty()) {
+    for (const NvpFileWrite& w : *tpc) {
+      write_text(w.path, w.value);
+      done.push_back(run.name + ": " + w.param + " " + w.arg + " " + w.value + " written to " +
+                     w.path + " (nvpmodel.conf's " + m.name + ")");
+    }
+  } else if (const UnitCap* c = m.cap(run.name); c && c->cores > 0 && c->cores < run.cores) {
+    done.push_back(run.name + ": " + std::to_string(c->cores) + " of " + std::to_string(run.cores) +
+                   " cores in this mode NOT set (" +
+                   (pr.nvpmodel.conf.empty() ? "no nvpmodel.conf"
+                                             : "nvpmodel.conf has no TPC gating for " + m.name) +
+                   "; the board runs with the cores it has, the model plans with the mode's)");
   }
   for (auto& d : done) d = "power mode " + m.name + ": " + d;
   return done;

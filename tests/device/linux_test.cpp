@@ -213,3 +213,56 @@ TEST(LinuxBackend, PutsAPowerModeOnTheBoardKnobByKnob) {
   EXPECT_NE(m.find("cpufreq policy0 cannot be capped"), std::string::npos) << m;
   EXPECT_EQ(power_mode_blockers(probe_linux(root.string()), p, p.mode("MAXN_SUPER")).size(), 2u);
 }
+
+// The GPU's TPC power gating has no knob of clone's own: the writes the board's nvpmodel.conf
+// lists for the mode (GPU kept powered, the mask, then runtime PM again) are made in order,
+// with the conf's file paths; a mode the conf does not gate is reported as not set.
+TEST(LinuxBackend, GatesTheGpusTpcsAsTheBoardsNvpmodelConfSays) {
+  fs::path root = make_tree("tpc");
+  put(root / "sys/kernel/debug/bpmp/debug/clk/emc/mrq_rate_locked", "0");
+  const fs::path gpu = root / "sys/devices/platform/gpu.0";
+  put(gpu / "tpc_pg_mask", "0");
+  put(gpu / "power/control", "auto");
+  put(root / "etc/nvpmodel.conf",
+      "< PARAM TYPE=FILE NAME=TPC_POWER_GATING >\n"
+      "TPC_PG_MASK /sys/devices/platform/gpu.0/tpc_pg_mask\n\n"
+      "< PARAM TYPE=FILE NAME=GPU_POWER_CONTROL_ENABLE >\n"
+      "GPU_PWR_CNTL_EN /sys/devices/platform/gpu.0/power/control\n\n"
+      "< PARAM TYPE=FILE NAME=GPU_POWER_CONTROL_DISABLE >\n"
+      "GPU_PWR_CNTL_DIS /sys/devices/platform/gpu.0/power/control\n\n"
+      "< PARAM TYPE=CLOCK NAME=GPU >\nMAX_FREQ /sys/class/devfreq/17000000.gpu/max_freq\n\n"
+      "< POWER_MODEL ID=0 NAME=7W >\nCPU_ONLINE CORE_5 0\n"
+      "GPU_POWER_CONTROL_ENABLE GPU_PWR_CNTL_EN on\nTPC_POWER_GATING TPC_PG_MASK 240\n"
+      "GPU MAX_FREQ 408000000\nGPU_POWER_CONTROL_DISABLE GPU_PWR_CNTL_DIS auto\n\n"
+      "< POWER_MODEL ID=1 NAME=MAXN_SUPER >\n"
+      "GPU_POWER_CONTROL_ENABLE GPU_PWR_CNTL_EN on\nTPC_POWER_GATING TPC_PG_MASK 0\n"
+      "GPU_POWER_CONTROL_DISABLE GPU_PWR_CNTL_DIS auto\n\n< PM_CONFIG DEFAULT=1 >\n");
+  const LinuxProbe pr = probe_linux(root.string());
+  ASSERT_EQ(pr.nvpmodel.modes.size(), 2u);
+  const auto* w = pr.nvpmodel.tpc_writes_of("7W");
+  ASSERT_NE(w, nullptr);
+  ASSERT_EQ(w->size(), 3u);  // CPU_ONLINE and the GPU clock are clone's own knobs
+  EXPECT_EQ((*w)[0].value, "on");
+  EXPECT_EQ((*w)[1].path, (gpu / "tpc_pg_mask").string());
+  EXPECT_EQ((*w)[2].value, "auto");
+
+  const DeviceProfile p = DeviceProfile::find("orin-nano-super-8gb");
+  std::string all;
+  for (const auto& d : apply_power_mode(pr, p, p.mode("7W"))) all += d + "\n";
+  EXPECT_EQ(get(gpu / "tpc_pg_mask"), "240");
+  EXPECT_EQ(get(gpu / "power/control"), "auto");
+  EXPECT_NE(all.find("gpu: TPC_POWER_GATING TPC_PG_MASK 240 written to"), std::string::npos) << all;
+  EXPECT_EQ(all.find("NOT set"), std::string::npos) << all;
+  apply_power_mode(probe_linux(root.string()), p, p.mode("MAXN_SUPER"));
+  EXPECT_EQ(get(gpu / "tpc_pg_mask"), "0");
+  // 15W halves no TPCs and the conf does not list it: nothing to gate, nothing said.
+  all.clear();
+  for (const auto& d : apply_power_mode(probe_linux(root.string()), p, p.mode("15W")))
+    all += d + "\n";
+  EXPECT_EQ(all.find("TPC"), std::string::npos) << all;
+  // The mask's file gone: the mode is refused, naming it.
+  fs::remove(gpu / "tpc_pg_mask");
+  const auto why = power_mode_blockers(probe_linux(root.string()), p, p.mode("7W"));
+  ASSERT_EQ(why.size(), 1u);
+  EXPECT_NE(why[0].find("tpc_pg_mask does not exist"), std::string::npos) << why[0];
+}

@@ -52,13 +52,28 @@ struct CoreKnob {
   bool writable = false;
 };
 
+// One file write of an nvpmodel mode: "PARAM ARG VALUE" in the mode's block, the file being
+// the one the conf's "< PARAM TYPE=FILE NAME=PARAM >" block gives for ARG (under the root).
+struct NvpFileWrite {
+  std::string param, arg, path, value;
+};
+
 // nvpmodel's power modes (etc/nvpmodel.conf: "< POWER_MODEL ID=n NAME=x >") and the current
-// one (var/lib/nvpmodel/status: "pmode:000n"). Modes are switched by the nvpmodel command
-// (`nvpmodel -m n`), not through sysfs: clone reports them, it does not switch them.
+// one (var/lib/nvpmodel/status: "pmode:000n"). clone does not run nvpmodel: it sets the knobs
+// of a mode itself (apply_power_mode), and for the GPU's TPC power gating, which has no knob
+// of its own here, it makes the writes the conf lists for that mode.
 struct PowerModeInfo {
   std::string conf;
   std::vector<std::pair<int, std::string>> modes;
   int current = -1;
+  // Per mode name: its TPC_POWER_GATING and GPU_POWER_CONTROL_* writes, in the block's order
+  // (nvpmodel keeps the GPU powered while the mask changes, then lets it idle again).
+  std::vector<std::pair<std::string, std::vector<NvpFileWrite>>> tpc_writes;
+  const std::vector<NvpFileWrite>* tpc_writes_of(const std::string& mode) const {
+    for (const auto& [n, w] : tpc_writes)
+      if (n == mode) return &w;
+    return nullptr;
+  }
 };
 
 struct LinuxProbe {
