@@ -79,10 +79,7 @@ void BatchCoSim::admit(int64_t id, const std::string& slo, int64_t prompt, int64
         l->energy_j += switch_setting(*dev_, *st_, chosen);
         mode_ = chosen;
         model_ = st_->models[static_cast<size_t>(chosen)];
-        if (real_)
-          l->measured->mode_set = real_->apply_mode(
-              model_->profile(), model_->profile().mode(st_->names[static_cast<size_t>(chosen)]),
-              model_->levels());
+        if (real_) l->measured->mode_set = real_->apply_mode(*model_);
       }
     }
     l->mode = st_->names[static_cast<size_t>(mode_)];

@@ -27,7 +27,7 @@ CoSim::CoSim(const ModelConfig& model, const CoSimOptions& opt, int64_t prompt_t
   PolicyOptions po;
   po.learned_path = opt.policy_path;
   po.n_batch = opt.n_batch;
-  (void)make_policy(opt.controller, model_, po);  // an unknown name fails before anything runs
+  policy_ = make_policy(opt.controller, model_, po);  // an unknown name fails here
   const double arrival = dev_->now_s();
   const int nl = model_->n_layer();
   if (opt.embed_layers > 0 && (opt.embed_layers > nl || opt.embed_tokens < 1))
@@ -50,8 +50,8 @@ CoSim::CoSim(const ModelConfig& model, const CoSimOptions& opt, int64_t prompt_t
     pre_j_ += switch_setting(*dev_, st, chosen);
     model_ = st.models[static_cast<size_t>(chosen)];
     mode_ = st.names[static_cast<size_t>(chosen)];
+    policy_ = make_policy(opt.controller, model_, po);  // the mode's (its learned net)
   }
-  policy_ = make_policy(opt.controller, model_, po);
   const double e0 = dev_->energy_j();
   embed(*dev_);
   pre_j_ += dev_->energy_j() - e0;
@@ -63,9 +63,7 @@ CoSim::CoSim(const ModelConfig& model, const CoSimOptions& opt, int64_t prompt_t
     real_ = std::make_unique<RealBoard>(opt.sysfs_root, opt.knob, model_->levels());
     measured_.emplace();
     measured_->board = real_->name();
-    if (!mode_.empty())
-      measured_->mode_set =
-          real_->apply_mode(model_->profile(), model_->profile().mode(mode_), model_->levels());
+    if (!mode_.empty()) measured_->mode_set = real_->apply_mode(*model_);
     (void)real_->meter();  // the rails' first sample: energy counts from here
     real_t0_ = real_->now_s();
   } else if (opt.backend != "sim") {

@@ -27,11 +27,11 @@ void RealBoard::map_levels(const std::vector<device::OperatingPoint>& model_leve
   }
 }
 
-std::vector<std::string> RealBoard::apply_mode(
-    const device::DeviceProfile& profile, const device::PowerMode& m,
-    const std::vector<device::OperatingPoint>& mode_levels) {
-  std::vector<std::string> done = device::apply_power_mode(device::probe_linux(root_), profile, m);
-  map_levels(mode_levels);
+std::vector<std::string> RealBoard::apply_mode(const device::CostModel& in_mode) {
+  const device::DeviceProfile& p = in_mode.profile();
+  std::vector<std::string> done =
+      device::apply_power_mode(device::probe_linux(root_), p, p.mode(in_mode.options().mode));
+  map_levels(in_mode.levels());
   return done;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "clone/device/cost_model.h"
 #include "clone/device/linux.h"
 
 namespace cln::dvfs {
@@ -23,12 +24,11 @@ class RealBoard {
   std::string name() const { return dev_.name(); }
   bool measures_energy() const { return !std::isnan(dev_.energy_j()); }
   double mhz_now() const { return dev_.levels()[static_cast<size_t>(dev_.level())].mhz; }
-  // Puts the board in power mode `m` of `profile` (device::apply_power_mode) and from then on
-  // maps the model's levels in that mode (`mode_levels`, capped) onto the knob. Returns what
-  // was set, one line per knob; throws cln::Error naming a knob the mode needs and cannot set.
-  std::vector<std::string> apply_mode(const device::DeviceProfile& profile,
-                                      const device::PowerMode& m,
-                                      const std::vector<device::OperatingPoint>& mode_levels);
+  // Puts the board in the power mode `in_mode` is built for (its options().mode, of its
+  // profile; device::apply_power_mode) and from then on maps that model's levels (capped by
+  // the mode) onto the knob. Returns what was set, one line per knob; throws cln::Error
+  // naming the knobs the mode needs and cannot set.
+  std::vector<std::string> apply_mode(const device::CostModel& in_mode);
   // The knob's level for a model level, and its clock.
   int level_for(int model_level) const;
   double mhz_for(int model_level) const;
