@@ -9,6 +9,7 @@
 #   scripts/tailor.sh                          # everything (hours on 2 cores)
 #   BOARDS=orin-nx-16gb BUDGETS=0.65 RECOVER_STEPS=50 scripts/tailor.sh   # one cell, short
 #   SLO_TPOT_MS=1.104 SLO_ENERGY_J=2.0 scripts/tailor.sh   # one absolute SLO for every board
+#   RECOVER_TEACHER=models/base/model.gguf scripts/tailor.sh  # recovery by distillation
 #
 # With SLO_TPOT_MS and SLO_ENERGY_J every board gets the same TPOT target (ms) and request
 # energy budget (J), as one application deployed on several boards would; each board's search
@@ -22,6 +23,11 @@ OUT=${OUT:-out/tailor}
 BOARDS=${BOARDS:-"orin-nx-16gb orin-nano-8gb"}
 BUDGETS=${BUDGETS:-"0.65 0.5 0.8"}  # 0.65 first: the 2x2 device-specificity table uses it
 RECOVER_STEPS=${RECOVER_STEPS:-300}
+# Set: recovery distils from this model (KL to its next-token distribution, KD_WEIGHT of the
+# loss, the rest cross entropy) instead of plain fine-tuning on the corpora.
+RECOVER_TEACHER=${RECOVER_TEACHER:-}
+KD_WEIGHT=${KD_WEIGHT:-1}
+RECOVER=recover${RECOVER_TEACHER:+-kd}  # each method's recovered model: <cell>/$RECOVER-<method>/
 THREADS=${THREADS:-2}
 CLONE="$BUILD/bin/clone"
 [ -x "$CLONE" ] || { echo "no $CLONE: build first (scripts/test.sh or cmake --build)" >&2; exit 1; }
@@ -56,7 +62,11 @@ test_ppl() {
 mkdir -p "$OUT"
 table="$OUT/table.md"
 {
-  echo "Test perplexity after the same recovery ($RECOVER_STEPS steps of full fine-tuning); the"
+  if [ -n "$RECOVER_TEACHER" ]; then
+    echo "Test perplexity after the same recovery ($RECOVER_STEPS steps distilled from $(basename "$RECOVER_TEACHER"), KD weight $KD_WEIGHT); the"
+  else
+    echo "Test perplexity after the same recovery ($RECOVER_STEPS steps of full fine-tuning); the"
+  fi
   echo "geometric mean over domains of 256-token windows (up to 32768 tokens per domain, every"
   echo "prediction scored). TPOT and energy: the device model, chat request, performance governor."
   echo
@@ -80,10 +90,11 @@ for b in $BUDGETS; do
     for model in "$dir"/best-*.gguf; do
       [ -e "$model" ] || continue
       method=$(basename "$model" .gguf); method=${method#best-}
-      ft="$dir/recover-$method"
+      ft="$dir/$RECOVER-$method"
       [ -f "$ft/model.gguf" ] ||  # done by an earlier, interrupted run
         "$CLONE" train finetune -m "$model" --data "$DATA" --out "$ft" --steps "$RECOVER_STEPS" \
-          --warmup 20 --lr 3e-4 --seed 1234 --threads "$THREADS"
+          --warmup 20 --lr 3e-4 --seed 1234 --threads "$THREADS" \
+          ${RECOVER_TEACHER:+--teacher "$RECOVER_TEACHER" --kd-weight "$KD_WEIGHT"}
       ppl=$(test_ppl "$ft/model.gguf" "$ft/test.csv")
       row=$(awk -F, -v m="$method" 'NR > 1 && index($2, m) == 1 && $7 == 1 {
               if (best == "" || $3 < bp) { best = $0; bp = $3 } } END { print best }' \
@@ -121,7 +132,7 @@ for for_board in $BOARDS; do
            if (m == "" || $8 + 0 < p) { m = $3; p = $8 + 0 } } END { if (m != "") print m, p }' "$table")
   [ -n "$best" ] || continue
   read -r method ppl <<< "$best"
-  model="$OUT/$for_board-$b0/recover-$method/model.gguf"
+  model="$OUT/$for_board-$b0/$RECOVER-$method/model.gguf"
   printf "| %s (%s, test ppl %s) |" "$for_board" "$method" "$ppl" >> "$spec"
   for on in $BOARDS; do
     sh=$(shares "$on" "$b0")

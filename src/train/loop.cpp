@@ -95,7 +95,9 @@ TrainReport run_loop(const LlamaModel& model, AdamW& opt, kernels::ThreadPool& p
     const auto t0 = std::chrono::steady_clock::now();
     cb.batch(step, &tokens, &targets);
     Graph g(&pool);
-    TensorP loss = op::cross_entropy(g, model.forward(g, tokens, o.n_seq, o.seq_len), targets);
+    const TensorP logits = model.forward(g, tokens, o.n_seq, o.seq_len);
+    const TensorP loss =
+        cb.loss ? cb.loss(g, logits, tokens, targets) : op::cross_entropy(g, logits, targets);
     const double lv = loss->data()[0];
     if (!std::isfinite(lv))
       fail(o.label, " stopped: the loss is ", lv, " at step ", step, "; the checkpoint of step ",

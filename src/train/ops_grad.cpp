@@ -354,6 +354,83 @@ TensorP cross_entropy(Graph& g, const TensorP& logits, const std::vector<int32_t
   return y;
 }
 
+TensorP distill_cross_entropy(Graph& g, const TensorP& logits, const TensorP& teacher,
+                              const std::vector<int32_t>& targets, float kd_weight) {
+  const int64_t n = logits->rows(), V = logits->cols();
+  if (teacher->rows() != n || teacher->cols() != V)
+    fail("distill_cross_entropy: teacher logits [", teacher->rows(), ", ", teacher->cols(),
+         "] for student logits [", n, ", ", V, "]");
+  if (static_cast<int64_t>(targets.size()) != n)
+    fail("distill_cross_entropy: ", targets.size(), " targets for ", n, " rows");
+  if (!(kd_weight >= 0.0f && kd_weight <= 1.0f))
+    fail("distill_cross_entropy: the distillation weight ", kd_weight, " is outside [0, 1]");
+  int64_t count = 0;
+  for (int32_t t : targets) {
+    if (t >= V) fail("distill_cross_entropy: target ", t, " is outside the vocabulary of ", V);
+    count += t >= 0;
+  }
+  if (count == 0) fail("distill_cross_entropy: no row has a target");
+  const double w = kd_weight;
+  // d row_loss / d logits = q - ((1 - w) onehot(target) + w p), kept for the backward pass.
+  auto dlogits = std::make_shared<Buffer>(static_cast<size_t>(n * V));
+  std::vector<double> row_loss(static_cast<size_t>(n), 0.0);
+  const float* x = logits->data();
+  const float* tx = teacher->data();
+  parallel_rows(g.pool(), n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const int32_t t = targets[i];
+      float* d = dlogits->data() + i * V;
+      if (t < 0) {
+        std::fill(d, d + V, 0.0f);
+        continue;
+      }
+      const float* xr = x + i * V;
+      const float* tr = tx + i * V;
+      // log q = x - lse(x), log p = t - lse(t), in double: KL is a small difference of
+      // large sums when the student is close to the teacher.
+      float mx = xr[0], mt = tr[0];
+      for (int64_t j = 1; j < V; ++j) {
+        mx = std::max(mx, xr[j]);
+        mt = std::max(mt, tr[j]);
+      }
+      double zx = 0, zt = 0;
+      for (int64_t j = 0; j < V; ++j) {
+        zx += std::exp(double{xr[j]} - mx);
+        zt += std::exp(double{tr[j]} - mt);
+      }
+      const double lse_x = mx + std::log(zx), lse_t = mt + std::log(zt);
+      double kl = 0;
+      for (int64_t j = 0; j < V; ++j) {
+        const double lp = tr[j] - lse_t, lq = xr[j] - lse_x;
+        const double pj = std::exp(lp);
+        if (pj > 0) kl += pj * (lp - lq);
+        d[j] = static_cast<float>(std::exp(lq) - w * pj);
+      }
+      d[t] -= static_cast<float>(1 - w);
+      row_loss[static_cast<size_t>(i)] = (1 - w) * (lse_x - xr[t]) + w * kl;
+    }
+  });
+  double total = 0;
+  for (double l : row_loss) total += l;
+  TensorP y = make_tensor({1}, needs_grad(g, logits));
+  y->data()[0] = static_cast<float>(total / static_cast<double>(count));
+  if (y->requires_grad) {
+    k::ThreadPool* pool = g.pool();
+    g.record([logits, y, dlogits, n, V, count, pool] {
+      const float gl = y->grad()[0] / static_cast<float>(count);
+      float* gx = logits->grad();
+      parallel_rows(pool, n, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          const float* d = dlogits->data() + i * V;
+          float* gr = gx + i * V;
+          for (int64_t j = 0; j < V; ++j) gr[j] += gl * d[j];
+        }
+      });
+    });
+  }
+  return y;
+}
+
 TensorP add_bias(Graph& g, const TensorP& x, const TensorP& b) {
   const int64_t n = x->rows(), d = x->cols();
   if (b->numel() != d) fail("add_bias: bias has ", b->numel(), " values for rows of ", d);

@@ -54,7 +54,7 @@ TextData load_text(const TextRunOptions& o, const Vocab& vocab, const std::strin
 TrainReport run_text(LlamaModel& model, const Vocab& vocab, const std::string& source,
                      const TextRunOptions& o, const nlohmann::json& meta,
                      const std::vector<std::string>& resume_keys, const std::string& label,
-                     std::vector<std::pair<std::string, std::string>> extra) {
+                     std::vector<std::pair<std::string, std::string>> extra, LossFn loss = {}) {
   TextData data = load_text(o, vocab, source);
   AdamW opt(model.params(), o.adam);
   kernels::ThreadPool pool(o.threads);
@@ -78,6 +78,7 @@ TrainReport run_text(LlamaModel& model, const Vocab& vocab, const std::string& s
   cb.batch = [&](int64_t step, std::vector<int32_t>* tok, std::vector<int32_t>* tgt) {
     data.train.batch(o.seed, step, o.batch, o.seq_len, tok, tgt);
   };
+  cb.loss = std::move(loss);
   cb.validate = [&]() {
     double sum = 0;
     std::string parts;
@@ -162,13 +163,45 @@ TrainReport train_finetune(const FinetuneOptions& o) {
                {"model_params", model.config().n_params()},
                {"model_bytes", static_cast<int64_t>(fs::file_size(o.model))}});
   // The source's own provenance (how it was pruned, trained) is kept beside the new run's.
+  const std::string from = fs::path(o.model).filename().string();
   std::vector<std::pair<std::string, std::string>> extra = {
-      {"general.description", "fine-tuned from " + fs::path(o.model).filename().string() +
-                                  " (clone train finetune: every weight, on the training splits)"}};
+      {"general.description",
+       (o.teacher.empty()
+            ? "fine-tuned from " + from
+            : "distilled from " + fs::path(o.teacher).filename().string() + " into " + from) +
+           " (clone train finetune: every weight, on the training splits)"}};
   for (const auto& [k, v] : f->metadata())
     if (k.starts_with("clone.") && v.type == GgufType::STRING)
       extra.emplace_back(k == "clone.training.run" ? "clone.source.training.run" : k, v.s);
-  return run_text(model, tok.vocab(), o.model, o, meta, {}, "finetune", std::move(extra));
+  if (o.teacher.empty())
+    return run_text(model, tok.vocab(), o.model, o, meta, {}, "finetune", std::move(extra));
+
+  // Distillation: the teacher's logits on the same batch, computed without a tape.
+  if (!(o.kd_weight >= 0.0f && o.kd_weight <= 1.0f))
+    fail("finetune: --kd-weight ", o.kd_weight, " is outside [0, 1]");
+  const auto tf = GgufFile::open(o.teacher);
+  const Tokenizer teacher_tok = Tokenizer::from_gguf(*tf);
+  if (data::vocab_fingerprint(teacher_tok.vocab()) != data::vocab_fingerprint(tok.vocab()))
+    fail(o.teacher, ": the teacher's tokenizer differs from ", o.model,
+         "'s; distillation needs the same vocabulary");
+  LlamaModel teacher = LlamaModel::from_gguf(*tf);
+  teacher.set_trainable(false);
+  meta.update({{"teacher", fs::path(o.teacher).filename().string()},
+               {"teacher_params", teacher.config().n_params()},
+               {"teacher_bytes", static_cast<int64_t>(fs::file_size(o.teacher))},
+               {"kd_weight", o.kd_weight}});
+  const float w = o.kd_weight;
+  const int64_t n_seq = o.batch, seq_len = o.seq_len;
+  LossFn loss = [&teacher, w, n_seq, seq_len](Graph& g, const TensorP& logits,
+                                              const std::vector<int32_t>& tokens,
+                                              const std::vector<int32_t>& targets) {
+    Graph tg(g.pool());
+    tg.grad_enabled = false;
+    const TensorP t = teacher.forward(tg, tokens, n_seq, seq_len);
+    return op::distill_cross_entropy(g, logits, t, targets, w);
+  };
+  return run_text(model, tok.vocab(), o.model, o, meta, {}, "finetune", std::move(extra),
+                  std::move(loss));
 }
 
 }  // namespace cln::train

@@ -20,6 +20,7 @@
 #include <numeric>
 #include <string>
 
+#include "clone/core/error.h"
 #include "clone/core/rng.h"
 #include "clone/kernels/thread_pool.h"
 #include "clone/train/autograd.h"
@@ -67,6 +68,9 @@ struct GradOptions {
   const std::vector<int32_t>* targets = nullptr;
   float h = 1e-2f;      // step, relative to max(1, |x|)
   double atol = kAtol;  // the absolute floor, of the tensor's largest |gradient|
+  // Set (both): another scalar loss of f's output, as a graph and in double.
+  std::function<TensorP(Graph&, const TensorP&)> loss = nullptr;
+  std::function<double(const Tensor&)> loss_double = nullptr;
 };
 
 // A whole model's loss is a mean over a few tokens through F32 layers: the rounding of the
@@ -113,6 +117,7 @@ void check_grad(const std::vector<TensorP>& inputs, const std::function<TensorP(
   auto loss_of = [&](Graph& g) {
     TensorP y = f(g);
     if (opt.targets) return op::cross_entropy(g, y, *opt.targets);
+    if (opt.loss) return opt.loss(g, y);
     if (y->numel() == 1) return y;
     weights(y->numel());
     TensorP rt = make_tensor(y->shape, false);
@@ -125,6 +130,7 @@ void check_grad(const std::vector<TensorP>& inputs, const std::function<TensorP(
     g.grad_enabled = false;
     TensorP y = f(g);
     if (opt.targets) return cross_entropy_double(*y, *opt.targets);
+    if (opt.loss_double) return opt.loss_double(*y);
     if (y->numel() == 1) return double{y->data()[0]};
     weights(y->numel());
     double s = 0;
@@ -247,6 +253,63 @@ TEST(Grad, CrossEntropyWithIgnoredRows) {
   Graph g(nullptr);
   g.grad_enabled = false;
   EXPECT_NEAR(op::cross_entropy(g, x, t)->data()[0], cross_entropy_double(*x, t), 1e-6);
+}
+
+// Mean over the rows with a target >= 0 of (1 - w) * -log q[target] + w * KL(p || q), in
+// double, from log-softmax computed here (q: the logits', p: the teacher's).
+double distill_double(const Tensor& y, const Tensor& teacher, const std::vector<int32_t>& targets,
+                      double w) {
+  const int64_t V = y.cols();
+  auto log_softmax = [V](const float* row) {
+    double m = row[0], z = 0;
+    for (int64_t j = 1; j < V; ++j) m = std::max(m, double{row[j]});
+    for (int64_t j = 0; j < V; ++j) z += std::exp(row[j] - m);
+    std::vector<double> l(static_cast<size_t>(V));
+    for (int64_t j = 0; j < V; ++j) l[static_cast<size_t>(j)] = row[j] - m - std::log(z);
+    return l;
+  };
+  double total = 0;
+  int n = 0;
+  for (int64_t i = 0; i < y.rows(); ++i) {
+    const int32_t t = targets[static_cast<size_t>(i)];
+    if (t < 0) continue;
+    const std::vector<double> lq = log_softmax(y.data() + i * V);
+    const std::vector<double> lp = log_softmax(teacher.data() + i * V);
+    double kl = 0;
+    for (size_t j = 0; j < lq.size(); ++j) kl += std::exp(lp[j]) * (lp[j] - lq[j]);
+    total += (1 - w) * -lq[static_cast<size_t>(t)] + w * kl;
+    ++n;
+  }
+  return total / n;
+}
+
+TEST(Grad, DistillCrossEntropyWithIgnoredRows) {
+  // The backward of op::distill_cross_entropy against differences of the loss computed in
+  // double, at the two ends and between; the teacher gets no gradient.
+  auto x = random_tensor("logits", {4, 9}, 14, 2.0f);
+  auto teacher = random_tensor("teacher", {4, 9}, 15, 3.0f);
+  teacher->requires_grad = false;
+  std::vector<int32_t> t = {3, -1, 8, 0};
+  for (float w : {0.0f, 0.3f, 1.0f}) {
+    SCOPED_TRACE(w);
+    GradOptions opt;
+    opt.loss = [&](Graph& g, const TensorP& y) {
+      return op::distill_cross_entropy(g, y, teacher, t, w);
+    };
+    opt.loss_double = [&](const Tensor& y) { return distill_double(y, *teacher, t, w); };
+    check_grad(
+        {x}, [&](Graph&) { return x; }, opt);
+    EXPECT_FALSE(teacher->has_grad());
+    Graph g(nullptr);
+    g.grad_enabled = false;
+    EXPECT_NEAR(op::distill_cross_entropy(g, x, teacher, t, w)->data()[0],
+                distill_double(*x, *teacher, t, w), 1e-6);
+  }
+  // Bad input names what is wrong.
+  Graph g(nullptr);
+  auto narrow = random_tensor("narrow", {4, 8}, 16);
+  EXPECT_THROW(op::distill_cross_entropy(g, x, narrow, t, 1.0f), Error);
+  EXPECT_THROW(op::distill_cross_entropy(g, x, teacher, t, 1.5f), Error);
 }
 
 TEST(Grad, SmallNetOps) {

@@ -76,7 +76,8 @@ def forward(p, cfg, tokens, n_seq, seq_len, adapters=()):
 def parity(inp, out):
     """IN: a JSON header line (config, tensors [[name, shape], ...] in order, adapters
     [{"scale": weight * alpha / rank, "tensors": [names]}], the AdamW step), then every
-    tensor (float32, header order), int32 tokens, int32 targets. OUT: the loss (float64),
+    tensor (float32, header order), int32 tokens, int32 targets and, with "kd_weight" >= 0,
+    the teacher's logits (float32, [tokens, vocab]). OUT: the loss (float64),
     every gradient, then every tensor after one AdamW step (float32, header order)."""
     with open(inp, "rb") as f:
         header = json.loads(f.readline())
@@ -90,7 +91,19 @@ def parity(inp, out):
         targets = torch.tensor(np.fromfile(f, dtype=np.int32, count=n).astype(np.int64))
     adapters = [(a["scale"], {t: params[t] for t in a["tensors"]}) for a in header["adapters"]]
     logits = forward(params, header, tokens, header["n_seq"], header["seq_len"], adapters)
-    loss = torch.nn.functional.cross_entropy(logits, targets, ignore_index=-1)
+    w = header.get("kd_weight", -1)
+    if w >= 0:  # distillation: (1 - w) CE + w KL(teacher || model) over the rows with a target
+        with open(inp, "rb") as f:
+            f.seek(-n * logits.shape[1] * 4, 2)
+            teacher = torch.tensor(np.fromfile(f, dtype=np.float32).reshape(n, logits.shape[1]))
+        rows = targets >= 0
+        log_q = torch.nn.functional.log_softmax(logits[rows], dim=-1)
+        log_p = torch.nn.functional.log_softmax(teacher[rows], dim=-1)
+        kl = torch.nn.functional.kl_div(log_q, log_p, log_target=True, reduction="none").sum(-1)
+        ce = torch.nn.functional.nll_loss(log_q, targets[rows], reduction="none")
+        loss = ((1 - w) * ce + w * kl).mean()
+    else:
+        loss = torch.nn.functional.cross_entropy(logits, targets, ignore_index=-1)
     loss.backward()
     names = [name for name, _ in header["tensors"]]
     grads = [params[name].grad.detach().clone() for name in names]

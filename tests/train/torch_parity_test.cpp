@@ -1,7 +1,9 @@
 // One training step of a small deci model (GQA, per-layer heads and FFN widths, a layer
 // without attention and one without an FFN) against an independent PyTorch
 // implementation (tests/train/torch_llama.py, Debian's python3 with torch 1.13), without
-// and with two LoRA adapters of different weights: the loss and every gradient agree
+// and with two LoRA adapters of different weights, with cross entropy and with the
+// distillation loss (KL to a teacher's logits, mixed with cross entropy): the loss and every
+// gradient agree
 // within 1e-4 of each tensor's largest magnitude, and one AdamW step matches
 // torch.optim.AdamW (clipping, decoupled weight decay on matrices only) to 1e-5 of each
 // tensor's largest change.
@@ -25,6 +27,7 @@ struct Case {
   const char* name;
   bool lora;
   bool tied;
+  float kd_weight = -1;  // >= 0: the loss is op::distill_cross_entropy from random teacher logits
 };
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.name;
@@ -76,8 +79,14 @@ TEST_P(TorchParity, OneStepLossGradientsAndAdamW) {
     tok.push_back(static_cast<int32_t>(r.below(37)));
     tgt.push_back(i % 7 == 3 ? -1 : static_cast<int32_t>(r.below(37)));  // some ignored
   }
+  TensorP teacher = make_tensor({n_seq * seq_len, c.n_vocab});
+  for (int64_t i = 0; i < teacher->numel(); ++i)
+    teacher->data()[i] = static_cast<float>(r.normal() * 2.0);
   Graph g(nullptr);
-  TensorP loss = op::cross_entropy(g, m.forward(g, tok, n_seq, seq_len), tgt);
+  const TensorP logits = m.forward(g, tok, n_seq, seq_len);
+  TensorP loss = tc.kd_weight >= 0
+                     ? op::distill_cross_entropy(g, logits, teacher, tgt, tc.kd_weight)
+                     : op::cross_entropy(g, logits, tgt);
   g.backward(loss);
   std::vector<std::vector<float>> grads;
   for (const TensorP& p : trained) grads.emplace_back(p->grad(), p->grad() + p->numel());
@@ -109,6 +118,7 @@ TEST_P(TorchParity, OneStepLossGradientsAndAdamW) {
                         {"n_seq", n_seq},
                         {"seq_len", seq_len},
                         {"adapters", nlohmann::json::array()},
+                        {"kd_weight", tc.kd_weight},
                         {"adamw",
                          {{"lr", lr},
                           {"beta1", ac.beta1},
@@ -130,6 +140,8 @@ TEST_P(TorchParity, OneStepLossGradientsAndAdamW) {
             static_cast<std::streamsize>(tok.size() * 4));
     f.write(reinterpret_cast<const char*>(tgt.data()),
             static_cast<std::streamsize>(tgt.size() * 4));
+    f.write(reinterpret_cast<const char*>(teacher->data()),
+            static_cast<std::streamsize>(teacher->numel() * 4));
   }
   const std::string cmd = std::string(CLONE_PYTHON) + " " + CLONE_SOURCE_DIR +
                           "/tests/train/torch_llama.py parity " + in + " " + out;
@@ -165,7 +177,9 @@ TEST_P(TorchParity, OneStepLossGradientsAndAdamW) {
 INSTANTIATE_TEST_SUITE_P(Deci, TorchParity,
                          ::testing::Values(Case{"no_lora", false, false},
                                            Case{"two_loras", true, false},
-                                           Case{"two_loras_tied_head", true, true}),
+                                           Case{"two_loras_tied_head", true, true},
+                                           Case{"distilled", false, false, 1.0f},
+                                           Case{"distilled_mixed_lora", true, true, 0.4f}),
                          [](const auto& i) { return std::string(i.param.name); });
 
 }  // namespace

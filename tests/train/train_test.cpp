@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "clone/core/error.h"
+#include "clone/core/rng.h"
 #include "clone/data/tokenizer_train.h"
 #include "clone/engine/context.h"
 #include "clone/engine/lora.h"
@@ -492,6 +493,104 @@ TEST(Finetune, TrainsEveryWeightOfADeciModelAndKeepsItsShape) {
   EXPECT_TRUE(fs::exists(dir + "/run/perplexity.md"));
   EXPECT_NE(out->get_string("clone.training.run").find("\"model\":\"deci.gguf\""),
             std::string::npos);
+}
+
+// A teacher for distillation: a dense model of the same vocabulary whose tied embedding
+// is scaled up, so its next-token distributions are sharp and far from a fresh model's.
+std::string sharp_teacher(const std::string& dir) {
+  ModelConfig c;
+  c.n_vocab = 300, c.n_embd = 16, c.n_ctx_train = 32, c.head_dim_k = c.head_dim_v = 4;
+  c.tied_output = true;
+  c.layers = {{4, 2, 24}, {4, 2, 24}, {4, 2, 24}, {4, 2, 24}};
+  const LlamaModel m = LlamaModel::init(c, 11);
+  const TensorP e = m.find("token_embd.weight");
+  for (int64_t i = 0; i < e->numel(); ++i) e->data()[i] *= 8.0f;
+  const std::string path = dir + "/teacher.gguf";
+  m.write_gguf(path, data::vocab_from_sentencepiece(data_dir() + "/tokenizer.model"));
+  return path;
+}
+
+// KL(teacher || model) per token on a fixed batch of random tokens.
+double kl_to_teacher(const std::string& teacher, const std::string& model) {
+  const LlamaModel t = LlamaModel::from_gguf(*GgufFile::open(teacher));
+  const LlamaModel m = LlamaModel::from_gguf(*GgufFile::open(model));
+  Rng r(5);
+  std::vector<int32_t> tokens(2 * 16);
+  for (int32_t& v : tokens) v = static_cast<int32_t>(r.below(300));
+  Graph g(nullptr);
+  g.grad_enabled = false;
+  return op::distill_cross_entropy(g, m.forward(g, tokens, 2, 16), t.forward(g, tokens, 2, 16),
+                                   std::vector<int32_t>(tokens.size(), 0), 1.0f)
+      ->data()[0];
+}
+
+TEST(Finetune, DistillationPullsThePrunedModelTowardsItsTeacher) {
+  // The same run with and without the teacher: distillation leaves the model much closer
+  // to the teacher than it started and than plain fine-tuning does.
+  const std::string dir = testing::temp_dir("distill");
+  const std::string src = deci_base(dir), teacher = sharp_teacher(dir);
+  FinetuneOptions o;
+  o.model = src;
+  o.data_dir = data_dir();
+  o.out_dir = dir + "/ce";
+  o.batch = 2, o.seq_len = 16;
+  o.sched = Schedule{1e-2, 2, 8, 0.1};
+  o.eval_every = 0, o.eval_windows = 2, o.test_tokens = 0, o.ckpt_every = 4;
+  o.threads = 2, o.verbose = false;
+  ASSERT_TRUE(train_finetune(o).done);
+  FinetuneOptions kd = o;
+  kd.out_dir = dir + "/kd";
+  kd.teacher = teacher;
+  ASSERT_TRUE(train_finetune(kd).done);
+  const double before = kl_to_teacher(teacher, src);
+  const double ce = kl_to_teacher(teacher, o.out_dir + "/model.gguf");
+  const double distilled = kl_to_teacher(teacher, kd.out_dir + "/model.gguf");
+  std::printf("KL(teacher || model): before %.4f, fine-tuned %.4f, distilled %.4f\n", before, ce,
+              distilled);
+  EXPECT_LT(distilled, 0.85 * before);
+  EXPECT_LT(distilled, 0.75 * ce);
+  const auto out = GgufFile::open(kd.out_dir + "/model.gguf");
+  EXPECT_NE(out->get_string("general.description").find("distilled from teacher.gguf"),
+            std::string::npos);
+  EXPECT_NE(out->get_string("clone.training.run").find("\"kd_weight\":1.0"), std::string::npos)
+      << out->get_string("clone.training.run");
+
+  // A run resumed with another distillation weight stops and names the difference.
+  FinetuneOptions half = kd;
+  half.out_dir = dir + "/kd-resume";
+  half.stop_after = 4;
+  train_finetune(half);
+  half.stop_after = -1;
+  half.kd_weight = 0.5f;
+  try {
+    train_finetune(half);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("kd_weight"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Finetune, TeacherWithAnotherTokenizerStops) {
+  const std::string dir = testing::temp_dir("distill-mismatch");
+  const std::string other = testing::tiny_data("other", 320);
+  ModelConfig c;
+  c.n_vocab = 320, c.n_embd = 16, c.n_ctx_train = 32, c.head_dim_k = c.head_dim_v = 4;
+  c.layers = {{4, 2, 24}};
+  LlamaModel::init(c, 1).write_gguf(dir + "/other.gguf",
+                                    data::vocab_from_sentencepiece(other + "/tokenizer.model"));
+  FinetuneOptions o;
+  o.model = deci_base(dir);
+  o.teacher = dir + "/other.gguf";
+  o.data_dir = data_dir();
+  o.out_dir = dir + "/run";
+  o.verbose = false;
+  try {
+    train_finetune(o);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the teacher's tokenizer differs"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Lora, TrainsOnADeciBaseAndAdaptsOnlyTheMatricesItHas) {

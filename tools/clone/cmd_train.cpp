@@ -180,6 +180,18 @@ const cln::cli::Register reg{
       ft->add_option("-m,--model", fo->model, "GGUF to fine-tune (its tokenizer is used)")
           ->required()
           ->check(CLI::ExistingFile);
+      auto* teacher =
+          ft->add_option("--teacher", fo->teacher,
+                         "distil from this model (same tokenizer; e.g. the dense model a pruned "
+                         "one was cut from): the loss is KL(teacher || model) per token, mixed "
+                         "with cross entropy by --kd-weight")
+              ->check(CLI::ExistingFile);
+      ft->add_option("--kd-weight", fo->kd_weight,
+                     "share of the distillation term in the loss (1: KL only, 0: cross "
+                     "entropy only)")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0f, 1.0f))
+          ->needs(teacher);
       add_text_run(ft, fo.get());
 
       auto b = std::make_shared<BenchOpts>();

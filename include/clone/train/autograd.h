@@ -123,6 +123,12 @@ TensorP scale(Graph& g, const TensorP& x, float s);
 // logits [n, V]; targets [n], -1 = ignored. Returns [1]. Throws if no row counts.
 TensorP cross_entropy(Graph& g, const TensorP& logits, const std::vector<int32_t>& targets);
 
+// Knowledge distillation from a teacher's logits (no gradient to them): the mean over the
+// rows whose target is >= 0 of (1 - w) * -log q[target] + w * KL(p || q), q = softmax(logits),
+// p = softmax(teacher). logits, teacher [n, V]; w = kd_weight in [0, 1]. Returns [1].
+TensorP distill_cross_entropy(Graph& g, const TensorP& logits, const TensorP& teacher,
+                              const std::vector<int32_t>& targets, float kd_weight);
+
 // Small networks (MLP, LSTM) for the tailoring search, the DVFS policy, the length predictor.
 TensorP add_bias(Graph& g, const TensorP& x, const TensorP& b);  // x [n, d] + b [d]
 TensorP mul(Graph& g, const TensorP& a, const TensorP& b);       // elementwise, same shape

@@ -31,12 +31,19 @@ struct LoopOptions {
   std::vector<std::string> resume_keys;  // keys that must agree to resume (empty: all but threads)
 };
 
+// A step's loss from the model's logits [n_seq * seq_len, n_vocab], the batch's tokens and
+// targets: op::cross_entropy unless a run says otherwise (distillation from a teacher).
+using LossFn =
+    std::function<TensorP(Graph& g, const TensorP& logits, const std::vector<int32_t>& tokens,
+                          const std::vector<int32_t>& targets)>;
+
 struct LoopCallbacks {
   // The batch of a step (a function of the step alone, for bit-exact resumes).
   std::function<void(int64_t step, std::vector<int32_t>* tokens, std::vector<int32_t>* targets)>
       batch;
   // Validation: the mean loss and a line of its parts (empty function: none).
   std::function<std::pair<double, std::string>()> validate;
+  LossFn loss;  // empty: op::cross_entropy
 };
 
 struct TrainReport {

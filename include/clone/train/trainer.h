@@ -52,12 +52,18 @@ TrainReport train_base(const BaseTrainOptions& o);
 
 struct FinetuneOptions : TextRunOptions {
   std::string model;  // the GGUF to fine-tune (its tokenizer is used); any shape
+  // Set: knowledge distillation from this model (same tokenizer, any shape; the dense model
+  // a pruned one was cut from): the loss is (1 - kd_weight) * cross entropy + kd_weight *
+  // KL(teacher || model) per token (op::distill_cross_entropy).
+  std::string teacher;
+  float kd_weight = 1.0f;
   FinetuneOptions() {
     out_dir = "out/finetune";
     sched = Schedule{3e-4, 20, 500, 0.1};
   }
 };
-// Trains every weight of an existing model and writes a GGUF of the same shape (F32).
+// Trains every weight of an existing model (on the corpora, or distilled from a teacher on
+// them) and writes a GGUF of the same shape (F32).
 TrainReport train_finetune(const FinetuneOptions& o);
 
 struct LoraTrainOptions : RunOptions {
