@@ -297,17 +297,59 @@ TensorP scale(Graph& g, const TensorP& x, float s) {
   return y;
 }
 
-TensorP cross_entropy(Graph& g, const TensorP& logits, const std::vector<int32_t>& targets) {
-  const int64_t n = logits->rows(), V = logits->cols();
+namespace {
+
+// The rows of a per-token loss that count (target >= 0); fails on a target outside [-1, V)
+// or when none counts.
+int64_t counted_rows(const char* op, const std::vector<int32_t>& targets, int64_t n, int64_t V) {
   if (static_cast<int64_t>(targets.size()) != n)
-    fail("cross_entropy: ", targets.size(), " targets for ", n, " rows");
+    fail(op, ": ", targets.size(), " targets for ", n, " rows");
   int64_t count = 0;
   for (int32_t t : targets) {
-    if (t >= V) fail("cross_entropy: target ", t, " is outside the vocabulary of ", V);
+    if (t >= V) fail(op, ": target ", t, " is outside the vocabulary of ", V);
     count += t >= 0;
   }
-  if (count == 0) fail("cross_entropy: no row has a target");
-  // Softmax probabilities, kept for the backward pass.
+  if (count == 0) fail(op, ": no row has a target");
+  return count;
+}
+
+// The mean of row_loss over the `count` rows with a target as [1]. Its backward adds, to each
+// such row of d logits, the incoming gradient / count times (d_row - target_share *
+// onehot(target)): d_row is the row of `soft` (the rest of d row_loss / d logits).
+TensorP mean_of_rows(Graph& g, const TensorP& logits, const std::vector<int32_t>& targets,
+                     const std::vector<double>& row_loss, int64_t count,
+                     std::shared_ptr<Buffer> soft, float target_share) {
+  double total = 0;
+  for (double l : row_loss) total += l;
+  TensorP y = make_tensor({1}, needs_grad(g, logits));
+  y->data()[0] = static_cast<float>(total / static_cast<double>(count));
+  if (y->requires_grad) {
+    k::ThreadPool* pool = g.pool();
+    const int64_t n = logits->rows(), V = logits->cols();
+    g.record([logits, y, soft = std::move(soft), targets, target_share, n, V, count, pool] {
+      const float gl = y->grad()[0] / static_cast<float>(count);
+      float* gx = logits->grad();
+      parallel_rows(pool, n, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          const int32_t t = targets[i];
+          if (t < 0) continue;
+          const float* d = soft->data() + i * V;
+          float* gr = gx + i * V;
+          for (int64_t j = 0; j < V; ++j) gr[j] += gl * d[j];
+          gr[t] -= gl * target_share;
+        }
+      });
+    });
+  }
+  return y;
+}
+
+}  // namespace
+
+TensorP cross_entropy(Graph& g, const TensorP& logits, const std::vector<int32_t>& targets) {
+  const int64_t n = logits->rows(), V = logits->cols();
+  const int64_t count = counted_rows("cross_entropy", targets, n, V);
+  // Softmax probabilities, kept for the backward pass (d row_loss / d logits = p - onehot).
   auto probs = std::make_shared<Buffer>(static_cast<size_t>(n * V));
   std::vector<double> row_loss(static_cast<size_t>(n), 0.0);
   const float* x = logits->data();
@@ -330,28 +372,7 @@ TensorP cross_entropy(Graph& g, const TensorP& logits, const std::vector<int32_t
       }
     }
   });
-  double total = 0;
-  for (double l : row_loss) total += l;
-  TensorP y = make_tensor({1}, needs_grad(g, logits));
-  y->data()[0] = static_cast<float>(total / static_cast<double>(count));
-  if (y->requires_grad) {
-    k::ThreadPool* pool = g.pool();
-    g.record([logits, y, probs, targets, n, V, count, pool] {
-      const float gl = y->grad()[0] / static_cast<float>(count);
-      float* gx = logits->grad();
-      parallel_rows(pool, n, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
-          const int32_t t = targets[i];
-          if (t < 0) continue;
-          const float* p = probs->data() + i * V;
-          float* gr = gx + i * V;
-          for (int64_t j = 0; j < V; ++j) gr[j] += gl * p[j];
-          gr[t] -= gl;
-        }
-      });
-    });
-  }
-  return y;
+  return mean_of_rows(g, logits, targets, row_loss, count, std::move(probs), 1.0f);
 }
 
 TensorP distill_cross_entropy(Graph& g, const TensorP& logits, const TensorP& teacher,
@@ -360,30 +381,20 @@ TensorP distill_cross_entropy(Graph& g, const TensorP& logits, const TensorP& te
   if (teacher->rows() != n || teacher->cols() != V)
     fail("distill_cross_entropy: teacher logits [", teacher->rows(), ", ", teacher->cols(),
          "] for student logits [", n, ", ", V, "]");
-  if (static_cast<int64_t>(targets.size()) != n)
-    fail("distill_cross_entropy: ", targets.size(), " targets for ", n, " rows");
+  const int64_t count = counted_rows("distill_cross_entropy", targets, n, V);
   if (!(kd_weight >= 0.0f && kd_weight <= 1.0f))
     fail("distill_cross_entropy: the distillation weight ", kd_weight, " is outside [0, 1]");
-  int64_t count = 0;
-  for (int32_t t : targets) {
-    if (t >= V) fail("distill_cross_entropy: target ", t, " is outside the vocabulary of ", V);
-    count += t >= 0;
-  }
-  if (count == 0) fail("distill_cross_entropy: no row has a target");
   const double w = kd_weight;
-  // d row_loss / d logits = q - ((1 - w) onehot(target) + w p), kept for the backward pass.
-  auto dlogits = std::make_shared<Buffer>(static_cast<size_t>(n * V));
+  // q - w p, kept for the backward pass (d row_loss / d logits = q - w p - (1 - w) onehot).
+  auto soft = std::make_shared<Buffer>(static_cast<size_t>(n * V));
   std::vector<double> row_loss(static_cast<size_t>(n), 0.0);
   const float* x = logits->data();
   const float* tx = teacher->data();
   parallel_rows(g.pool(), n, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const int32_t t = targets[i];
-      float* d = dlogits->data() + i * V;
-      if (t < 0) {
-        std::fill(d, d + V, 0.0f);
-        continue;
-      }
+      if (t < 0) continue;
+      float* d = soft->data() + i * V;
       const float* xr = x + i * V;
       const float* tr = tx + i * V;
       // log q = x - lse(x), log p = t - lse(t), in double: KL is a small difference of
@@ -406,29 +417,11 @@ TensorP distill_cross_entropy(Graph& g, const TensorP& logits, const TensorP& te
         if (pj > 0) kl += pj * (lp - lq);
         d[j] = static_cast<float>(std::exp(lq) - w * pj);
       }
-      d[t] -= static_cast<float>(1 - w);
       row_loss[static_cast<size_t>(i)] = (1 - w) * (lse_x - xr[t]) + w * kl;
     }
   });
-  double total = 0;
-  for (double l : row_loss) total += l;
-  TensorP y = make_tensor({1}, needs_grad(g, logits));
-  y->data()[0] = static_cast<float>(total / static_cast<double>(count));
-  if (y->requires_grad) {
-    k::ThreadPool* pool = g.pool();
-    g.record([logits, y, dlogits, n, V, count, pool] {
-      const float gl = y->grad()[0] / static_cast<float>(count);
-      float* gx = logits->grad();
-      parallel_rows(pool, n, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
-          const float* d = dlogits->data() + i * V;
-          float* gr = gx + i * V;
-          for (int64_t j = 0; j < V; ++j) gr[j] += gl * d[j];
-        }
-      });
-    });
-  }
-  return y;
+  return mean_of_rows(g, logits, targets, row_loss, count, std::move(soft),
+                      static_cast<float>(1 - w));
 }
 
 TensorP add_bias(Graph& g, const TensorP& x, const TensorP& b) {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "clone/core/error.h"
@@ -52,6 +53,16 @@ BaseTrainOptions tiny_options(const std::string& out) {
   o.threads = 2;
   o.verbose = false;
   return o;
+}
+
+// Runs f and expects it to stop with an Error whose message contains `part`.
+void expect_error(const std::function<void()>& f, const std::string& part) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error naming \"" << part << "\"";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
 }
 
 std::string slurp(const std::string& p) {
@@ -148,12 +159,7 @@ TEST(AdamW, NanGradientStopsBeforeAnyUpdate) {
   TensorP w = make_param("blk.0.attn_q.weight", {2, 2});
   w->grad()[1] = std::nanf("");
   AdamW opt({w}, AdamWConfig{});
-  try {
-    opt.step(0.1);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("blk.0.attn_q.weight"), std::string::npos);
-  }
+  expect_error([&] { opt.step(0.1); }, "blk.0.attn_q.weight");
   for (int i = 0; i < 4; ++i) EXPECT_EQ(w->data()[i], 0.0f);
 }
 
@@ -214,12 +220,7 @@ TEST(Train, ResumeRepeatsTheLossCurveBitForBit) {
   const std::string before = slurp(b + "/checkpoint.bin");
   BaseTrainOptions wrong = tiny_options(b);
   wrong.n_ff = 32;
-  try {
-    train_base(wrong);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("another shape"), std::string::npos) << e.what();
-  }
+  expect_error([&] { train_base(wrong); }, "another shape");
   EXPECT_EQ(before, slurp(b + "/checkpoint.bin"));
 }
 
@@ -342,12 +343,7 @@ TEST(Train, TokenizerThatDoesNotMatchStops) {
   const std::string other = testing::tiny_data("other", 320);
   BaseTrainOptions o = tiny_options(testing::temp_dir("mismatch"));
   o.tokenizer = other + "/tokenizer.model";
-  try {
-    train_base(o);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("another tokenizer"), std::string::npos) << e.what();
-  }
+  expect_error([&] { train_base(o); }, "another tokenizer");
 }
 
 TEST(Train, DivergingLossStopsAndKeepsTheCheckpoint) {
@@ -386,12 +382,8 @@ TEST(Data, DomainWithoutDocumentsStops) {
   const std::string dir = testing::temp_dir("empty");
   fs::copy(data_dir(), dir, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
   testing::write_docs(dir + "/corpus/quotes/valid.jsonl", {});
-  try {
-    data::encode_corpora(dir, dir + "/tokenizer.model", false);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("no valid documents"), std::string::npos) << e.what();
-  }
+  expect_error([&] { data::encode_corpora(dir, dir + "/tokenizer.model", false); },
+               "no valid documents");
 }
 
 TEST(Lora, TaskBatchTrainsOnAnswersOnly) {
@@ -562,12 +554,7 @@ TEST(Finetune, DistillationPullsThePrunedModelTowardsItsTeacher) {
   train_finetune(half);
   half.stop_after = -1;
   half.kd_weight = 0.5f;
-  try {
-    train_finetune(half);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("kd_weight"), std::string::npos) << e.what();
-  }
+  expect_error([&] { train_finetune(half); }, "kd_weight");
 }
 
 TEST(Finetune, TeacherWithAnotherTokenizerStops) {
@@ -584,13 +571,7 @@ TEST(Finetune, TeacherWithAnotherTokenizerStops) {
   o.data_dir = data_dir();
   o.out_dir = dir + "/run";
   o.verbose = false;
-  try {
-    train_finetune(o);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("the teacher's tokenizer differs"), std::string::npos)
-        << e.what();
-  }
+  expect_error([&] { train_finetune(o); }, "the teacher's tokenizer differs");
 }
 
 TEST(Lora, TrainsOnADeciBaseAndAdaptsOnlyTheMatricesItHas) {
@@ -657,12 +638,7 @@ TEST(Lora, ResumeRepeatsTheLossCurveAndTheAdapterBitForBit) {
   const std::string before = slurp(dir + "/resumed.train/checkpoint.bin");
   LoraTrainOptions other = tiny_lora(base, dir + "/resumed.gguf");
   other.domain = "code";
-  try {
-    train_lora(other);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("domain"), std::string::npos) << e.what();
-  }
+  expect_error([&] { train_lora(other); }, "domain");
   EXPECT_EQ(before, slurp(dir + "/resumed.train/checkpoint.bin"));
 }
 
