@@ -26,7 +26,7 @@ RECOVER_STEPS=${RECOVER_STEPS:-300}
 # Set: recovery distils from this model (KL to its next-token distribution, KD_WEIGHT of the
 # loss, the rest cross entropy) instead of plain fine-tuning on the corpora.
 RECOVER_TEACHER=${RECOVER_TEACHER:-}
-KD_WEIGHT=${KD_WEIGHT:-1}
+KD_WEIGHT=${KD_WEIGHT:-0.5}
 RECOVER=recover${RECOVER_TEACHER:+-kd}  # each method's recovered model: <cell>/$RECOVER-<method>/
 THREADS=${THREADS:-2}
 CLONE="$BUILD/bin/clone"

@@ -533,6 +533,7 @@ TEST(Finetune, DistillationPullsThePrunedModelTowardsItsTeacher) {
   FinetuneOptions kd = o;
   kd.out_dir = dir + "/kd";
   kd.teacher = teacher;
+  kd.kd_weight = 1.0f;
   ASSERT_TRUE(train_finetune(kd).done);
   const double before = kl_to_teacher(teacher, src);
   const double ce = kl_to_teacher(teacher, o.out_dir + "/model.gguf");
