@@ -175,7 +175,8 @@ const cln::cli::Register reg{
       CLI::App* ft = app.add_subcommand(
           "finetune",
           "Train every weight of an existing model (any shape: pruned deci models too) on the "
-          "corpora; resumes from <out>/checkpoint.bin; writes a GGUF of the same shape, "
+          "corpora, or distil a dense --teacher into it; resumes from <out>/checkpoint.bin; "
+          "writes a GGUF of the same shape, "
           "loss.csv, valid.csv, loss.png, train.log, perplexity.md");
       ft->add_option("-m,--model", fo->model, "GGUF to fine-tune (its tokenizer is used)")
           ->required()
