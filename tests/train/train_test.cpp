@@ -451,17 +451,24 @@ std::string deci_base(const std::string& dir) {
   return path;
 }
 
+// Fine-tuning `model` for 8 short steps into `out`, validated and tested only at the end.
+FinetuneOptions tiny_finetune(const std::string& model, const std::string& out) {
+  FinetuneOptions o;
+  o.model = model;
+  o.data_dir = data_dir();
+  o.out_dir = out;
+  o.batch = 2, o.seq_len = 16;
+  o.sched = Schedule{1e-2, 2, 8, 0.1};
+  o.eval_every = 0, o.eval_windows = 2, o.test_tokens = 0, o.ckpt_every = 4;
+  o.threads = 2, o.verbose = false;
+  return o;
+}
+
 TEST(Finetune, TrainsEveryWeightOfADeciModelAndKeepsItsShape) {
   const std::string dir = testing::temp_dir("finetune");
   const std::string src = deci_base(dir);
-  FinetuneOptions o;
-  o.model = src;
-  o.data_dir = data_dir();
-  o.out_dir = dir + "/run";
-  o.batch = 2, o.seq_len = 16;
-  o.sched = Schedule{1e-2, 2, 8, 0.1};
-  o.eval_every = 4, o.eval_windows = 2, o.test_tokens = 32, o.ckpt_every = 4;
-  o.threads = 2, o.verbose = false;
+  FinetuneOptions o = tiny_finetune(src, dir + "/run");
+  o.eval_every = 4, o.test_tokens = 32;
   FinetuneOptions first = o;
   first.stop_after = 5;
   const TrainReport r1 = train_finetune(first);
@@ -521,14 +528,7 @@ TEST(Finetune, DistillationPullsThePrunedModelTowardsItsTeacher) {
   // to the teacher than it started and than plain fine-tuning does.
   const std::string dir = testing::temp_dir("distill");
   const std::string src = deci_base(dir), teacher = sharp_teacher(dir);
-  FinetuneOptions o;
-  o.model = src;
-  o.data_dir = data_dir();
-  o.out_dir = dir + "/ce";
-  o.batch = 2, o.seq_len = 16;
-  o.sched = Schedule{1e-2, 2, 8, 0.1};
-  o.eval_every = 0, o.eval_windows = 2, o.test_tokens = 0, o.ckpt_every = 4;
-  o.threads = 2, o.verbose = false;
+  FinetuneOptions o = tiny_finetune(src, dir + "/ce");
   ASSERT_TRUE(train_finetune(o).done);
   FinetuneOptions kd = o;
   kd.out_dir = dir + "/kd";
