@@ -85,7 +85,7 @@ for b in $BUDGETS; do
     # from its candidates.jsonl with the same result.
     [ -f "$dir/summary.md" ] ||
       "$CLONE" tailor -m "$BASE" --profile "$board" --latency-budget "$lat" --energy-budget "$en" \
-        --data "$DATA" --out "$dir" -t "$THREADS" || status=$?
+        --recover-steps 0 --data "$DATA" --out "$dir" -t "$THREADS" || status=$?
     [ "$status" -eq 0 ] || [ "$status" -eq 3 ] || exit "$status"  # 3: nothing within budget
     for model in "$dir"/best-*.gguf; do
       [ -e "$model" ] || continue

@@ -18,7 +18,7 @@ command -v mpirun > /dev/null || { echo "no mpirun: apt-get install openmpi-bin"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 args=(tailor -m "$BASE" --profile orin-nx-16gb --latency-budget 0.65 --energy-budget 0.65
-      --data "$DATA" --val-windows 4 --random-samples 8 --rounds 2 --per-round 4)
+      --data "$DATA" --val-windows 4 --random-samples 8 --rounds 2 --per-round 4 --recover-steps 0)
 rm -rf "$OUT"
 mkdir -p "$OUT"
 run() {  # name, launcher..., then the clone arguments follow

@@ -180,8 +180,10 @@ TailorResult tailor(const TailorOptions& o) {
   const auto f = GgufFile::open(o.model);
   const ModelConfig c = ModelConfig::from_gguf(*f);
   const device::DeviceProfile profile = device::DeviceProfile::find(o.profile);
-  for (const auto& [what, len] : {std::pair{"calibration (--calib-len)", o.calib_len},
-                                  std::pair{"validation (--val-len)", o.val.seq_len}})
+  for (const auto& [what, len] :
+       {std::pair{"calibration (--calib-len)", o.calib_len},
+        std::pair{"validation (--val-len)", o.val.seq_len},
+        std::pair{"recovery", o.recovery.sched.steps > 0 ? o.recovery.seq_len : int64_t{0}}})
     if (len > c.n_ctx_train)
       fail("tailor: ", what, " windows of ", len, " tokens exceed the model's context of ",
            c.n_ctx_train);
@@ -355,7 +357,7 @@ TailorResult tailor(const TailorOptions& o) {
   }
   if (Ranks::world().rank() == 0)
     write_pruned(*f, plan_from_ratios(c, units, res.best.ratios),
-                 (fs::path(o.out_dir) / "model.gguf").string(),
+                 (fs::path(o.out_dir) / "pruned.gguf").string(),
                  {{"clone.pruning.method", "clone tailor (" + res.best.source + ")"},
                   {"clone.tailor.profile", profile.name},
                   {"clone.tailor.run", run.dump()}});
@@ -380,8 +382,18 @@ TailorResult tailor(const TailorOptions& o) {
                 res.best.source.c_str(),
                 res.feasible ? "within both budgets" : "OVER BUDGET: closest", res.best.ppl,
                 1e3 * res.best.tpot_s, res.best.energy_j, ev.fresh(), res.candidates.size(),
-                (fs::path(o.out_dir) / "model.gguf").string().c_str());
+                (fs::path(o.out_dir) / "pruned.gguf").string().c_str());
   say(b);
+  // 5. Recovery (one process: the other ranks are done).
+  if (Ranks::world().rank() == 0) {
+    res.recovered_ppl = recover_best(o);
+    if (res.recovered_ppl > 0) {
+      std::snprintf(
+          b, sizeof b, "tailor: recovered: validation perplexity %.3f (cut: %.3f); wrote %s",
+          res.recovered_ppl, res.best.ppl, (fs::path(o.out_dir) / "model.gguf").string().c_str());
+      say(b);
+    }
+  }
   return res;
 }
 
@@ -465,6 +477,23 @@ void write_report(const TailorOptions& o, const TailorResult& r) {
     std::snprintf(b, sizeof b, "| %d | %d | %.3f | %.5f |\n", s.round, s.proposed, s.spearman,
                   s.best_score);
     md << b;
+  }
+  const train::FinetuneOptions& rec = o.recovery;
+  if (r.recovered_ppl > 0) {
+    std::snprintf(b, sizeof b,
+                  "\n**Recovered** (model.gguf, from the cut pruned.gguf): validation perplexity "
+                  "%.3f (cut: %.3f); %lld steps of %lld x %lld tokens, lr %.1e, seed %llu, ",
+                  r.recovered_ppl, r.best.ppl, static_cast<long long>(rec.sched.steps),
+                  static_cast<long long>(rec.batch), static_cast<long long>(rec.seq_len),
+                  rec.sched.lr, static_cast<unsigned long long>(rec.seed));
+    md << b;
+    if (rec.kd_weight > 0)
+      md << "distilled from the dense model (KD weight " << rec.kd_weight << ")";
+    else
+      md << "fine-tuned on the corpora";
+    md << "; curves and the test split's perplexity in recover/.\n";
+  } else {
+    md << "\nNo recovery: model.gguf is the cut model (`--recover-steps`).\n";
   }
   if (!plot::gnuplot_available()) return;
   plot::LinePlot lp;

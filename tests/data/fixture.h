@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -13,6 +14,12 @@
 #include "clone/data/tokenizer_train.h"
 
 namespace cln::data::testing {
+
+// A whole file's bytes ("" when it is missing).
+inline std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
 
 inline std::string temp_dir(const std::string& name) {
   const auto p = std::filesystem::temp_directory_path() /

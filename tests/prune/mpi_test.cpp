@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "clone/data/tokenizer_train.h"
 #include "clone/prune/ranks.h"
@@ -16,14 +15,7 @@
 using namespace cln;
 namespace fs = std::filesystem;
 
-namespace {
-std::string slurp(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-}  // namespace
+using data::testing::slurp;
 
 TEST(TailorMpi, TwoRanksGiveWhatOneProcessGives) {
   if (!prune::Ranks::built_with_mpi()) GTEST_SKIP() << "built without MPI (libopenmpi-dev)";
@@ -34,7 +26,7 @@ TEST(TailorMpi, TwoRanksGiveWhatOneProcessGives) {
   const std::string args =
       std::string(" tailor -m ") + t.path + " --data " + t.data +
       " --units magnitude --val-len 16 --val-windows 2 --calib-len 16 --random-samples 4"
-      " --rounds 1 --per-round 3 -t 1 --out ";
+      " --rounds 1 --per-round 3 --recover-steps 0 -t 1 --out ";
   const std::string one = std::string(CLONE_CLI) + args + dir + "/one > " + dir + "/one.log 2>&1";
   const std::string two =
       "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun "

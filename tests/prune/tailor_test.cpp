@@ -1,9 +1,11 @@
 // clone tailor end to end on a tiny model and corpora: every baseline sampled, search
 // rounds run, the best candidate written as a model of its shape, the report files; an
 // interrupted run (here: run again on the same folder) evaluates nothing twice and ends
-// with the same result; a cache from another run is refused.
+// with the same result; a cache from another run is refused; the best recovered by
+// distillation from the dense model, interrupted and resumed.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -13,12 +15,40 @@
 #include "clone/core/error.h"
 #include "clone/data/tokenizer_train.h"
 #include "clone/engine/model.h"
+#include "clone/gguf/gguf.h"
 #include "clone/prune/tailor.h"
 #include "prune/fixture.h"
 
 using namespace cln;
 using namespace cln::prune;
 namespace fs = std::filesystem;
+
+namespace {
+
+using data::testing::slurp;
+
+// The Puzzle pick alone (one candidate, no rounds), recovered by a few distilled steps.
+TailorOptions puzzle_then_recovery(const cln::prune::testing::TinyModel& t,
+                                   const std::string& out) {
+  TailorOptions o;
+  o.model = t.path;
+  o.data_dir = t.data;
+  o.out_dir = out;
+  o.units = Method::Magnitude;
+  o.val.seq_len = 16, o.val.windows = 2;
+  o.calib_seqs = 4, o.calib_len = 16;
+  o.baselines = false, o.random_samples = 0, o.rounds = 0;
+  o.threads = 1;
+  train::FinetuneOptions& r = o.recovery;
+  r.batch = 2, r.seq_len = 16;
+  r.sched = train::Schedule{1e-2, 2, 8, 0.1};
+  r.eval_every = 0, r.test_tokens = 0, r.ckpt_every = 4;
+  r.kd_weight = 0.5f;
+  r.verbose = false;
+  return o;
+}
+
+}  // namespace
 
 TEST(Tailor, SearchesResumesAndWritesTheBestModel) {
   const auto t = cln::prune::testing::tiny_model("tailor", 3);
@@ -52,7 +82,7 @@ TEST(Tailor, SearchesResumesAndWritesTheBestModel) {
       EXPECT_LE(k.score, r.best.score);
     }
   }
-  const auto best = Model::load(o.out_dir + "/model.gguf");
+  const auto best = Model::load(o.out_dir + "/pruned.gguf");
   std::string key;
   for (const LayerShape& l : best->config().layers)
     key += (key.empty() ? "" : ",") + std::to_string(l.n_head) + "/" + std::to_string(l.n_head_kv) +
@@ -61,7 +91,10 @@ TEST(Tailor, SearchesResumesAndWritesTheBestModel) {
   // The written model's perplexity, measured again from the file, is the search's number.
   Validation val = o.val;
   val.data_dir = o.data_dir;
-  EXPECT_NEAR(validation_ppl(o.out_dir + "/model.gguf", val), r.best.ppl, 1e-9 * r.best.ppl);
+  EXPECT_NEAR(validation_ppl(o.out_dir + "/pruned.gguf", val), r.best.ppl, 1e-9 * r.best.ppl);
+  // Without recovery the model to ship is the cut itself.
+  EXPECT_EQ(r.recovered_ppl, 0);
+  EXPECT_EQ(slurp(o.out_dir + "/model.gguf"), slurp(o.out_dir + "/pruned.gguf"));
   EXPECT_LT(r.best.tpot_s, r.dense.tpot_s);
   for (const char* f : {"summary.md", "candidates.csv", "rounds.csv", "candidates.jsonl"})
     EXPECT_TRUE(fs::exists(o.out_dir + "/" + f)) << f;
@@ -125,4 +158,61 @@ TEST(Tailor, SearchesResumesAndWritesTheBestModel) {
   std::ifstream summary(other.out_dir + "/summary.md");
   const std::string text((std::istreambuf_iterator<char>(summary)), {});
   EXPECT_NE(text.find("served by the static DVFS controller"), std::string::npos) << text;
+}
+
+TEST(Tailor, RecoversTheBestByDistillationAndResumes) {
+  const auto t = cln::prune::testing::tiny_model("tailor-recover", 3);
+  const std::string dir = data::testing::temp_dir("tailor-recover-run");
+  TailorOptions o = puzzle_then_recovery(t, dir + "/whole");
+  std::vector<std::string> lines;
+  o.log = [&](const std::string& s) { lines.push_back(s); };
+  const TailorResult r = tailor(o);
+  write_report(o, r);
+  // model.gguf: the cut's shape, every weight trained, distilled from the dense model, and
+  // better on validation than the cut; the search's own numbers are the cut's.
+  const auto cut = GgufFile::open(o.out_dir + "/pruned.gguf");
+  const auto rec = GgufFile::open(o.out_dir + "/model.gguf");
+  EXPECT_EQ(ModelConfig::from_gguf(*cut).layers, ModelConfig::from_gguf(*rec).layers);
+  ASSERT_EQ(cut->tensors().size(), rec->tensors().size());
+  for (const auto& ti : cut->tensors()) {
+    const GgufTensorInfo* u = rec->find_tensor(ti.name);
+    ASSERT_NE(u, nullptr) << ti.name;
+    EXPECT_NE(0, std::memcmp(cut->tensor_data(ti), rec->tensor_data(*u), ti.nbytes)) << ti.name;
+  }
+  const GgufValue* desc = rec->find("general.description");
+  ASSERT_NE(desc, nullptr);
+  EXPECT_NE(desc->s.find("distilled from dense.gguf into pruned.gguf"), std::string::npos)
+      << desc->s;
+  Validation val = o.val;
+  val.data_dir = o.data_dir;
+  EXPECT_NEAR(validation_ppl(o.out_dir + "/pruned.gguf", val), r.best.ppl, 1e-9 * r.best.ppl);
+  EXPECT_NEAR(validation_ppl(o.out_dir + "/model.gguf", val), r.recovered_ppl,
+              1e-9 * r.recovered_ppl);
+  EXPECT_LT(r.recovered_ppl, 0.9 * r.best.ppl);
+  EXPECT_NE(lines.back().find("tailor: recovered"), std::string::npos) << lines.back();
+  const std::string summary = slurp(o.out_dir + "/summary.md");
+  EXPECT_NE(summary.find("distilled from the dense model (KD weight 0.5)"), std::string::npos)
+      << summary;
+
+  // Interrupted in the recovery (the search done, recovery stopped at step 4 of 8) and run
+  // again: it resumes and writes the same model as the uninterrupted run.
+  TailorOptions cut_short = puzzle_then_recovery(t, dir + "/resumed");
+  cut_short.recovery.stop_after = 4;
+  EXPECT_THROW(tailor(cut_short), Error);
+  EXPECT_FALSE(fs::exists(cut_short.out_dir + "/model.gguf"));
+  TailorOptions again = puzzle_then_recovery(t, dir + "/resumed");
+  again.recovery.verbose = true;  // train.log
+  const TailorResult resumed = tailor(again);
+  EXPECT_NE(slurp(again.out_dir + "/recover/train.log").find("at step 4 of 8"), std::string::npos);
+  EXPECT_EQ(resumed.recovered_ppl, r.recovered_ppl);
+  EXPECT_EQ(slurp(cut_short.out_dir + "/model.gguf"), slurp(o.out_dir + "/model.gguf"));
+  // Another distillation weight on the same folder is another run: refused, named.
+  TailorOptions other = puzzle_then_recovery(t, dir + "/whole");
+  other.recovery.kd_weight = 0.25f;
+  try {
+    tailor(other);
+    ADD_FAILURE() << "another kd_weight resumed the recovery";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("kd_weight"), std::string::npos) << e.what();
+  }
 }

@@ -65,12 +65,7 @@ void expect_error(const std::function<void()>& f, const std::string& part) {
   }
 }
 
-std::string slurp(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using data::testing::slurp;
 
 // loss.csv without its last column (tokens/s varies from run to run)
 std::string csv_without_speed(const std::string& p) {

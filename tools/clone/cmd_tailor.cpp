@@ -1,6 +1,7 @@
 // clone tailor: CLONE's offline customisation of a model for one device and workload
 // (prune/tailor.h): the generative search over per-layer pruning ratios, seeded with every
-// baseline, judged on validation perplexity and the device model's latency and energy.
+// baseline, judged on validation perplexity and the device model's latency and energy; the
+// best is cut and recovered (distilled from the dense model) into the model to ship.
 // Under `mpirun -np N` (a build with MPI) the candidate evaluations are spread over the ranks
 // with the same result.
 #include <cstdio>
@@ -22,7 +23,8 @@ struct Opts {
 const cln::cli::Register reg{
     "tailor",
     "Tailor a model to a device: per-layer pruning ratios by the generative search within a "
-    "latency and an energy budget; writes <out>/model.gguf and a report",
+    "latency and an energy budget, the best cut (<out>/pruned.gguf) and recovered by "
+    "distillation from the dense model; writes <out>/model.gguf and a report",
     [](CLI::App& app) {
       auto o = std::make_shared<Opts>();
       app.add_option("-m,--model", o->t.model, "dense model GGUF")
@@ -76,7 +78,18 @@ const cln::cli::Register reg{
           ->capture_default_str();
       app.add_option("--calib-len", o->t.calib_len, "tokens per calibration window")
           ->capture_default_str();
-      app.add_option("--seed", o->t.seed, "seed")->capture_default_str();
+      o->t.recovery.sched.steps = 1000;
+      app.add_option("--recover-steps", o->t.recovery.sched.steps,
+                     "steps of recovery of the best (8 x 256 tokens each, lr 3e-4, in "
+                     "<out>/recover/); 0: model.gguf is the cut model itself")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber);
+      app.add_option("--kd-weight", o->t.recovery.kd_weight,
+                     "recovery's loss: this share KL to the dense model's next-token "
+                     "distribution, the rest cross entropy; 0: plain fine-tuning")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 1.0));
+      app.add_option("--seed", o->t.seed, "seed of the search")->capture_default_str();
       app.add_option("-t,--threads", o->t.threads, "threads")->capture_default_str();
       return [o] {
         o->t.units = cln::prune::method_from_name(o->units);

@@ -10,9 +10,12 @@
 //      candidates from the best ones by gradient steps in its embedding, which are
 //      evaluated and added; each round reports the model's rank correlation on its own
 //      proposals (predicted before they were evaluated).
-//   4. The best-scoring candidate is cut and written as a GGUF, and each method family's
-//      best within the budgets as best-<method>.gguf (recovery: `clone train finetune` on
-//      each, the same for every method: scripts/tailor.sh).
+//   4. The best-scoring candidate is cut (<out>/pruned.gguf), and each method family's
+//      best within the budgets as best-<method>.gguf (for the judged table, which recovers
+//      each the same way: scripts/tailor.sh).
+//   5. Recovery of the best (recovery.sched.steps > 0): distilled from the dense model on
+//      the training split (or plain fine-tuning), in <out>/recover/, resumable; the result
+//      is <out>/model.gguf, the model to ship. Without recovery model.gguf is the cut itself.
 //
 // Every evaluation is appended to <out>/candidates.jsonl; a run that finds that file
 // reuses what it holds, so an interrupted run resumes and ends with the same result.
@@ -26,6 +29,7 @@
 #include "clone/prune/importance.h"
 #include "clone/prune/nao.h"
 #include "clone/prune/select.h"
+#include "clone/train/trainer.h"
 
 namespace cln::prune {
 
@@ -48,6 +52,12 @@ struct TailorOptions {
   uint64_t seed = 1;
   int threads = 2;
   std::function<void(const std::string&)> log;  // progress lines
+  // Recovery of the best candidate; none while recovery.sched.steps is 0. The model, the
+  // teacher (the dense model, when recovery.kd_weight > 0), the data, the folders and the
+  // threads are filled in from the options above; the recipe (batch, lr, seed 1234, ...)
+  // is recovery's own, the one scripts/tailor.sh recovers every method with.
+  train::FinetuneOptions recovery = no_recovery();
+  static train::FinetuneOptions no_recovery();
 };
 
 struct Candidate {
@@ -73,9 +83,14 @@ struct TailorResult {
   std::vector<RoundStats> rounds;
   Candidate best;  // highest score (within budget when any is)
   bool feasible = false;
+  double recovered_ppl = 0;  // validation perplexity of <out>/model.gguf after recovery (0: none)
 };
 
 TailorResult tailor(const TailorOptions& o);
+
+// Recovers <out>/pruned.gguf into <out>/model.gguf as o.recovery says (tailor() calls it;
+// a finished recovery is not run again) and returns the recovered validation perplexity.
+double recover_best(const TailorOptions& o);
 
 // Writes <out>/summary.md, candidates.csv, rounds.csv and, with gnuplot, ratios.png
 // (the best candidate's per-layer ratios), pareto.png (validation perplexity against
