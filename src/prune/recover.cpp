@@ -9,12 +9,6 @@ namespace cln::prune {
 
 namespace fs = std::filesystem;
 
-train::FinetuneOptions TailorOptions::no_recovery() {
-  train::FinetuneOptions r;
-  r.sched.steps = 0;
-  return r;
-}
-
 double recover_best(const TailorOptions& o) {
   const fs::path dir(o.out_dir);
   const std::string pruned = (dir / "pruned.gguf").string(), out = (dir / "model.gguf").string();

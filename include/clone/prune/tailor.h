@@ -56,8 +56,11 @@ struct TailorOptions {
   // teacher (the dense model, when recovery.kd_weight > 0), the data, the folders and the
   // threads are filled in from the options above; the recipe (batch, lr, seed 1234, ...)
   // is recovery's own, the one scripts/tailor.sh recovers every method with.
-  train::FinetuneOptions recovery = no_recovery();
-  static train::FinetuneOptions no_recovery();
+  train::FinetuneOptions recovery = [] {
+    train::FinetuneOptions r;
+    r.sched.steps = 0;
+    return r;
+  }();
 };
 
 struct Candidate {
