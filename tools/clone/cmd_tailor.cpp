@@ -80,10 +80,14 @@ const cln::cli::Register reg{
           ->capture_default_str();
       o->t.recovery.sched.steps = 1000;
       app.add_option("--recover-steps", o->t.recovery.sched.steps,
-                     "steps of recovery of the best (8 x 256 tokens each, lr 3e-4, in "
-                     "<out>/recover/); 0: model.gguf is the cut model itself")
+                     "steps of recovery of the best (8 x 256 tokens each, in <out>/recover/); 0: "
+                     "model.gguf is the cut model itself")
           ->capture_default_str()
           ->check(CLI::NonNegativeNumber);
+      app.add_option("--recover-lr", o->t.recovery.sched.lr,
+                     "recovery's peak learning rate (20 steps of warm-up, cosine to a tenth)")
+          ->capture_default_str()
+          ->check(CLI::PositiveNumber);
       app.add_option("--kd-weight", o->t.recovery.kd_weight,
                      "recovery's loss: this share KL to the dense model's next-token "
                      "distribution, the rest cross entropy; 0: plain fine-tuning")
