@@ -206,6 +206,19 @@ TEST(Tailor, RecoversTheBestByDistillationAndResumes) {
   EXPECT_NE(slurp(again.out_dir + "/recover/train.log").find("at step 4 of 8"), std::string::npos);
   EXPECT_EQ(resumed.recovered_ppl, r.recovered_ppl);
   EXPECT_EQ(slurp(cut_short.out_dir + "/model.gguf"), slurp(o.out_dir + "/model.gguf"));
+  // A recovery window longer than the model's context is refused before the search runs.
+  TailorOptions too_long = puzzle_then_recovery(t, dir + "/too-long");
+  too_long.recovery.seq_len = 128;
+  try {
+    tailor(too_long);
+    ADD_FAILURE() << "a recovery window of 128 tokens on a model of context 64 ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("recovery windows of 128 tokens exceed the model's "
+                                         "context of 64"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(too_long.out_dir + "/candidates.jsonl"));
   // Another distillation weight on the same folder is another run: refused, named.
   TailorOptions other = puzzle_then_recovery(t, dir + "/whole");
   other.recovery.kd_weight = 0.25f;
