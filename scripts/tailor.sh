@@ -10,6 +10,7 @@
 #   BOARDS=orin-nx-16gb BUDGETS=0.65 RECOVER_STEPS=50 scripts/tailor.sh   # one cell, short
 #   SLO_TPOT_MS=1.104 SLO_ENERGY_J=2.0 scripts/tailor.sh   # one absolute SLO for every board
 #   RECOVER_TEACHER=models/base/model.gguf scripts/tailor.sh  # recovery by distillation
+#   METHODS="search puzzle" scripts/tailor.sh  # recover and score only these methods' bests
 #
 # With SLO_TPOT_MS and SLO_ENERGY_J every board gets the same TPOT target (ms) and request
 # energy budget (J), as one application deployed on several boards would; each board's search
@@ -29,6 +30,7 @@ RECOVER_LR=${RECOVER_LR:-3e-4}  # the committed tables' recipe (clone tailor's o
 RECOVER_TEACHER=${RECOVER_TEACHER:-}
 KD_WEIGHT=${KD_WEIGHT:-0.5}
 RECOVER=recover${RECOVER_TEACHER:+-kd}  # each method's recovered model: <cell>/$RECOVER-<method>/
+METHODS=${METHODS:-}  # empty: every method with a candidate within the budgets
 THREADS=${THREADS:-2}
 CLONE="$BUILD/bin/clone"
 [ -x "$CLONE" ] || { echo "no $CLONE: build first (scripts/test.sh or cmake --build)" >&2; exit 1; }
@@ -91,6 +93,7 @@ for b in $BUDGETS; do
     for model in "$dir"/best-*.gguf; do
       [ -e "$model" ] || continue
       method=$(basename "$model" .gguf); method=${method#best-}
+      [ -z "$METHODS" ] || [[ " $METHODS " == *" $method "* ]] || continue
       ft="$dir/$RECOVER-$method"
       [ -f "$ft/model.gguf" ] ||  # done by an earlier, interrupted run
         "$CLONE" train finetune -m "$model" --data "$DATA" --out "$ft" --steps "$RECOVER_STEPS" \

@@ -18,6 +18,7 @@
 #include "clone/gguf/gguf.h"
 #include "clone/prune/tailor.h"
 #include "prune/fixture.h"
+#include "util/expect_error.h"
 
 using namespace cln;
 using namespace cln::prune;
@@ -209,23 +210,11 @@ TEST(Tailor, RecoversTheBestByDistillationAndResumes) {
   // A recovery window longer than the model's context is refused before the search runs.
   TailorOptions too_long = puzzle_then_recovery(t, dir + "/too-long");
   too_long.recovery.seq_len = 128;
-  try {
-    tailor(too_long);
-    ADD_FAILURE() << "a recovery window of 128 tokens on a model of context 64 ran";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("recovery windows of 128 tokens exceed the model's "
-                                         "context of 64"),
-              std::string::npos)
-        << e.what();
-  }
+  test_util::expect_error([&] { tailor(too_long); },
+                          "recovery windows of 128 tokens exceed the model's context of 64");
   EXPECT_FALSE(fs::exists(too_long.out_dir + "/candidates.jsonl"));
   // Another distillation weight on the same folder is another run: refused, named.
   TailorOptions other = puzzle_then_recovery(t, dir + "/whole");
   other.recovery.kd_weight = 0.25f;
-  try {
-    tailor(other);
-    ADD_FAILURE() << "another kd_weight resumed the recovery";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("kd_weight"), std::string::npos) << e.what();
-  }
+  test_util::expect_error([&] { tailor(other); }, "kd_weight");
 }

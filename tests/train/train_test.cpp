@@ -21,6 +21,7 @@
 #include "clone/train/checkpoint.h"
 #include "clone/train/trainer.h"
 #include "data/fixture.h"
+#include "util/expect_error.h"
 
 namespace cln::train {
 namespace {
@@ -56,14 +57,7 @@ BaseTrainOptions tiny_options(const std::string& out) {
 }
 
 // Runs f and expects it to stop with an Error whose message contains `part`.
-void expect_error(const std::function<void()>& f, const std::string& part) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error naming \"" << part << "\"";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
-}
+using test_util::expect_error;
 
 using data::testing::slurp;
 
