@@ -6,7 +6,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <sstream>
 
 #include "clone/core/error.h"
@@ -56,10 +55,8 @@ BaseTrainOptions tiny_options(const std::string& out) {
   return o;
 }
 
-// Runs f and expects it to stop with an Error whose message contains `part`.
-using test_util::expect_error;
-
 using data::testing::slurp;
+using test_util::expect_error;
 
 // loss.csv without its last column (tokens/s varies from run to run)
 std::string csv_without_speed(const std::string& p) {
