@@ -2,6 +2,7 @@
 // state, written atomically; and resuming a run from one.
 #include "clone/train/checkpoint.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -62,8 +63,10 @@ void save_checkpoint(const std::string& path, const std::string& meta_json, int6
   fs::rename(tmp, path);
 }
 
-int64_t load_checkpoint(const std::string& path, AdamW& opt, std::string* meta_json) {
-  std::ifstream f(path, std::ios::binary);
+namespace {
+// Opens a checkpoint and reads its header up to the run's description, which it returns.
+std::string open_checkpoint(std::ifstream& f, const std::string& path) {
+  f.open(path, std::ios::binary);
   if (!f) fail("cannot open checkpoint ", path);
   char magic[4] = {};
   f.read(magic, 4);
@@ -74,6 +77,19 @@ int64_t load_checkpoint(const std::string& path, AdamW& opt, std::string* meta_j
   if (meta_len > (1u << 24)) fail(path, ": corrupt checkpoint header");
   std::string meta(meta_len, '\0');
   f.read(meta.data(), static_cast<std::streamsize>(meta_len));
+  if (!f) fail(path, ": truncated checkpoint");
+  return meta;
+}
+}  // namespace
+
+std::string checkpoint_meta(const std::string& path) {
+  std::ifstream f;
+  return open_checkpoint(f, path);
+}
+
+int64_t load_checkpoint(const std::string& path, AdamW& opt, std::string* meta_json) {
+  std::ifstream f;
+  const std::string meta = open_checkpoint(f, path);
   const auto step = get<int64_t>(f, path);
   const auto t = get<int64_t>(f, path);
   const auto n = get<uint64_t>(f, path);
@@ -129,18 +145,22 @@ void truncate_csv(const std::string& path, int64_t step) {
 int64_t resume_run(const std::string& ckpt, AdamW& opt, const std::string& meta_json,
                    const std::vector<std::string>& keys) {
   const nlohmann::json meta = nlohmann::json::parse(meta_json);
-  std::string old;
-  const int64_t start = load_checkpoint(ckpt, opt, &old);
-  const nlohmann::json j = nlohmann::json::parse(old);
+  // The descriptions first: a run of another kind is named by what differs, not by the
+  // first tensor whose shape does not match.
+  const nlohmann::json j = nlohmann::json::parse(checkpoint_meta(ckpt));
   std::vector<std::string> check = keys;
   if (check.empty())
-    for (const auto& item : meta.items())
-      if (item.key() != "threads" && item.key() != "steps") check.push_back(item.key());
+    for (const nlohmann::json* m : {&meta, &j})  // a key either run has
+      for (const auto& item : m->items())
+        if (item.key() != "threads" && item.key() != "steps" &&
+            std::find(check.begin(), check.end(), item.key()) == check.end())
+          check.push_back(item.key());
   for (const std::string& key : check)
     if (j.value(key, nlohmann::json()) != meta.value(key, nlohmann::json()))
       fail(ckpt, " was written by a run with ", key, " = ", j.value(key, nlohmann::json()).dump(),
            ", this run asks for ", meta.value(key, nlohmann::json()).dump(),
            " (use another --out or delete it)");
+  const int64_t start = load_checkpoint(ckpt, opt, nullptr);
   if (j.value("threads", nlohmann::json()) != meta.value("threads", nlohmann::json()))
     std::fprintf(stderr,
                  "train: warning: %s was written with %s threads, this run uses %s; the loss "

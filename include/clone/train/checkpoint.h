@@ -19,11 +19,14 @@ void save_checkpoint(const std::string& path, const std::string& meta_json, int6
 // (the message names the first difference).
 int64_t load_checkpoint(const std::string& path, AdamW& opt, std::string* meta_json);
 
+// The run's description a checkpoint was written with (its header only).
+std::string checkpoint_meta(const std::string& path);
+
 // Restores a run from its checkpoint when the run's description (meta_json) agrees with
-// the one it was written with on every key in `keys` (all keys but "threads" and "steps"
-// when empty); returns the step to continue from. Another thread count only warns
-// (last-bit differences); another step count re-targets the schedule from the resumed
-// step on (a note says so). Throws naming the key that differs.
+// the one it was written with on every key in `keys` (when empty: every key either has
+// but "threads" and "steps"; checked before any tensor is read); returns the step to continue from.
+// Another thread count only warns (last-bit differences); another step count re-targets the
+// schedule from the resumed step on (a note says so). Throws naming the key that differs.
 int64_t resume_run(const std::string& ckpt, AdamW& opt, const std::string& meta_json,
                    const std::vector<std::string>& keys);
 
