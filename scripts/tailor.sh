@@ -3,14 +3,15 @@
 # NX and the Orin Nano, at three TPOT budgets (50, 65 and 80% of the dense model's, the
 # request energy budget at the same share), `clone tailor` searches and writes, beside its
 # own best, each method's best candidate within the budgets (best-<method>.gguf). Each is
-# recovered by the same full fine-tuning (RECOVER_STEPS steps of 8 x 256 tokens, RECOVER_LR)
-# and scored on the test split; the table is written to $OUT/table.md.
+# recovered the same way (by default every weight fine-tuned for RECOVER_STEPS steps of
+# 8 x 256 tokens at RECOVER_LR) and scored on the test split; the table is $OUT/table.md.
 #
 #   scripts/tailor.sh                          # everything (hours on 2 cores)
 #   BOARDS=orin-nx-16gb BUDGETS=0.65 RECOVER_STEPS=50 scripts/tailor.sh   # one cell, short
 #   SLO_TPOT_MS=1.104 SLO_ENERGY_J=2.0 scripts/tailor.sh   # one absolute SLO for every board
 #   RECOVER_TEACHER=models/base/model.gguf scripts/tailor.sh  # recovery by distillation
 #   METHODS="search puzzle" scripts/tailor.sh  # recover and score only these methods' bests
+#   RECOVER_LORA_RANK=8 scripts/tailor.sh     # recovery by LoRA then merge
 #
 # With SLO_TPOT_MS and SLO_ENERGY_J every board gets the same TPOT target (ms) and request
 # energy budget (J), as one application deployed on several boards would; each board's search
@@ -29,7 +30,11 @@ RECOVER_LR=${RECOVER_LR:-3e-4}  # the committed tables' recipe (clone tailor's o
 # loss, the rest cross entropy) instead of plain fine-tuning on the corpora.
 RECOVER_TEACHER=${RECOVER_TEACHER:-}
 KD_WEIGHT=${KD_WEIGHT:-0.5}
-RECOVER=recover${RECOVER_TEACHER:+-kd}  # each method's recovered model: <cell>/$RECOVER-<method>/
+# Set: LoRA then merge (an adapter of this rank on every matrix of the frozen pruned model,
+# folded in at the end) instead of training every weight.
+RECOVER_LORA_RANK=${RECOVER_LORA_RANK:-}
+# each method's recovered model: <cell>/$RECOVER-<method>/
+RECOVER=recover${RECOVER_TEACHER:+-kd}${RECOVER_LORA_RANK:+-lora$RECOVER_LORA_RANK}
 METHODS=${METHODS:-}  # empty: every method with a candidate within the budgets
 THREADS=${THREADS:-2}
 CLONE="$BUILD/bin/clone"
@@ -65,6 +70,7 @@ test_ppl() {
 mkdir -p "$OUT"
 table="$OUT/table.md"
 {
+  [ -z "$RECOVER_LORA_RANK" ] || echo "Recovery trains a rank-$RECOVER_LORA_RANK LoRA adapter on the frozen pruned model, merged at the end."
   if [ -n "$RECOVER_TEACHER" ]; then
     echo "Test perplexity after the same recovery ($RECOVER_STEPS steps distilled from $(basename "$RECOVER_TEACHER"), KD weight $KD_WEIGHT, lr $RECOVER_LR); the"
   else
@@ -98,7 +104,8 @@ for b in $BUDGETS; do
       [ -f "$ft/model.gguf" ] ||  # done by an earlier, interrupted run
         "$CLONE" train finetune -m "$model" --data "$DATA" --out "$ft" --steps "$RECOVER_STEPS" \
           --warmup 20 --lr "$RECOVER_LR" --seed 1234 --threads "$THREADS" \
-          ${RECOVER_TEACHER:+--teacher "$RECOVER_TEACHER" --kd-weight "$KD_WEIGHT"}
+          ${RECOVER_TEACHER:+--teacher "$RECOVER_TEACHER" --kd-weight "$KD_WEIGHT"} \
+          ${RECOVER_LORA_RANK:+--lora-rank "$RECOVER_LORA_RANK"}
       ppl=$(test_ppl "$ft/model.gguf" "$ft/test.csv")
       row=$(awk -F, -v m="$method" 'NR > 1 && index($2, m) == 1 && $7 == 1 {
               if (best == "" || $3 < bp) { best = $0; bp = $3 } } END { print best }' \

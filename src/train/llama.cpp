@@ -265,6 +265,37 @@ TensorP LlamaModel::forward(Graph& g, const std::vector<int32_t>& tokens, int64_
   return llama_forward(e, cfg_);
 }
 
+void LlamaModel::fold_adapters_into(LlamaModel& out) const {
+  if (out.params_.size() != params_.size())
+    fail("folding adapters into a model of another shape (", out.params_.size(), " tensors, not ",
+         params_.size(), ")");
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& from = *params_[i];
+    Tensor& to = *out.params_[i];
+    if (from.shape != to.shape || from.name != to.name)
+      fail("folding adapters: tensor '", to.name, "' is not '", from.name, "' of the same shape");
+    std::copy(from.data(), from.data() + from.numel(), to.data());
+  }
+  for (const Adapter& a : adapters_) {
+    const float s = a.weight * a.scale();
+    for (size_t il = 0; il < a.pairs.size(); ++il)
+      for (size_t k = 0; k < static_cast<size_t>(kLayerMatrices); ++k) {
+        const LoraTensors& p = a.pairs[il][k];
+        if (!p.a) continue;
+        Tensor& w = *out.layers_[il].mat[k];  // [out, in] += s B [out, r] A [r, in]
+        const int64_t rows = w.rows(), cols = w.cols(), r = a.rank;
+        for (int64_t i = 0; i < rows; ++i) {
+          float* wi = w.data() + i * cols;
+          for (int64_t j = 0; j < r; ++j) {
+            const float bij = s * p.b->data()[i * r + j];
+            const float* aj = p.a->data() + j * cols;
+            for (int64_t c = 0; c < cols; ++c) wi[c] += bij * aj[c];
+          }
+        }
+      }
+  }
+}
+
 std::shared_ptr<const Model> LlamaModel::engine_view() const {
   return Model::view_f32(cfg_, [this](const TensorSpec& s) -> const float* {
     const TensorP t = find(s.name);

@@ -1,10 +1,12 @@
-// Base training and full-parameter fine-tuning: a model trained on the mixture of the
-// corpora's training splits, validated on their valid splits through the engine, and
-// written as GGUF with a per-domain test perplexity table at the end.
+// Base training and fine-tuning (every weight, or a LoRA adapter merged at the end): a
+// model trained on the mixture of the corpora's training splits, validated on their valid splits
+// through the engine, and written as GGUF with a per-domain test perplexity table at the end.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "clone/core/error.h"
@@ -49,14 +51,25 @@ TextData load_text(const TextRunOptions& o, const Vocab& vocab, const std::strin
   return d;
 }
 
-// Trains `model` (every base weight) on the mixture and, when the run completes, writes
-// the model and the test perplexity table.
-TrainReport run_text(LlamaModel& model, const Vocab& vocab, const std::string& source,
-                     const TextRunOptions& o, const nlohmann::json& meta,
+// What a run trains, and the model it validates and writes: every weight of the model
+// itself, or LoRA adapters on the frozen model, folded into a copy of it (LoRA then merge).
+struct Trained {
+  std::vector<TensorP> params;
+  const LlamaModel* shown = nullptr;
+  std::function<void()> refresh;  // brings *shown up to date with params (empty: it is)
+};
+
+// Trains t.params of `model` on the mixture and, when the run completes, writes t.shown
+// and the test perplexity table.
+TrainReport run_text(const LlamaModel& model, const Trained& t, const Vocab& vocab,
+                     const std::string& source, const TextRunOptions& o, const nlohmann::json& meta,
                      const std::vector<std::string>& resume_keys, const std::string& label,
                      std::vector<std::pair<std::string, std::string>> extra, LossFn loss = {}) {
   TextData data = load_text(o, vocab, source);
-  AdamW opt(model.params(), o.adam);
+  AdamW opt(t.params, o.adam);
+  const auto refresh = [&t] {
+    if (t.refresh) t.refresh();
+  };
   kernels::ThreadPool pool(o.threads);
   if (o.verbose) {
     std::fprintf(stderr,
@@ -72,7 +85,7 @@ TrainReport run_text(LlamaModel& model, const Vocab& vocab, const std::string& s
                    data.train.name(i).c_str(), data.train.share(i));
   }
   // Validation runs the weights being trained through the engine (a view, no copy).
-  const auto view = model.engine_view();
+  const auto view = t.shown->engine_view();
   Context ctx(view, {o.seq_len, o.threads, o.seq_len});
   LoopCallbacks cb;
   cb.batch = [&](int64_t step, std::vector<int32_t>* tok, std::vector<int32_t>* tgt) {
@@ -80,6 +93,7 @@ TrainReport run_text(LlamaModel& model, const Vocab& vocab, const std::string& s
   };
   cb.loss = std::move(loss);
   cb.validate = [&]() {
+    refresh();
     double sum = 0;
     std::string parts;
     for (const auto& [name, stream] : data.valid) {
@@ -100,7 +114,8 @@ TrainReport run_text(LlamaModel& model, const Vocab& vocab, const std::string& s
   const std::string out =
       o.model_out.empty() ? (fs::path(o.out_dir) / "model.gguf").string() : o.model_out;
   extra.emplace_back("clone.training.run", meta.dump());
-  model.write_gguf(out, vocab, extra);
+  refresh();
+  t.shown->write_gguf(out, vocab, extra);
   if (o.verbose) std::fprintf(stderr, "%s: wrote %s\n", label.c_str(), out.c_str());
   if (o.test_tokens > 0) {
     const auto rows = eval::domain_perplexity(view, vocab, source, o.data_dir, "test", o.seq_len,
@@ -143,7 +158,7 @@ TrainReport train_base(const BaseTrainOptions& o) {
                {"n_head", o.n_head},
                {"n_head_kv", o.n_head_kv},
                {"n_ff", o.n_ff}});
-  return run_text(model, vocab, tok_path, o, meta,
+  return run_text(model, {model.params(), &model, {}}, vocab, tok_path, o, meta,
                   {"batch", "seq_len", "seed", "tokenizer_fingerprint", "domains"}, "train",
                   {{"general.description",
                     "clone base model trained from scratch on Debian text "
@@ -162,19 +177,37 @@ TrainReport train_finetune(const FinetuneOptions& o) {
   meta.update({{"model", fs::path(o.model).filename().string()},
                {"model_params", model.config().n_params()},
                {"model_bytes", static_cast<int64_t>(fs::file_size(o.model))}});
-  // The source's own provenance (how it was pruned, trained) is kept beside the new run's.
+  // Every weight, or a LoRA adapter on every matrix of the frozen model, folded into a
+  // copy for validation and the file (the keys only when set: older checkpoints resume).
+  Trained trained{model.params(), &model, {}};
+  std::unique_ptr<LlamaModel> folded;
+  if (o.lora_rank > 0) {
+    model.set_trainable(false);
+    const Adapter& a = model.add_lora("recovery", o.lora_rank, o.lora_alpha,
+                                      {kAllLayerMatrices.begin(), kAllLayerMatrices.end()}, o.seed);
+    folded = std::make_unique<LlamaModel>(LlamaModel::init(model.config(), o.seed));
+    trained = {a.params(), folded.get(), [&model, &folded] { model.fold_adapters_into(*folded); }};
+    meta.update({{"lora_rank", o.lora_rank}, {"lora_alpha", o.lora_alpha}});
+  } else if (o.lora_rank < 0) {
+    fail("finetune: LoRA rank ", o.lora_rank, " is negative (0: every weight)");
+  }
   const std::string from = fs::path(o.model).filename().string();
+  const std::string how = o.lora_rank > 0
+                              ? "a rank-" + std::to_string(o.lora_rank) + " LoRA adapter, merged"
+                              : "every weight";
   std::vector<std::pair<std::string, std::string>> extra = {
       {"general.description",
        (o.teacher.empty()
             ? "fine-tuned from " + from
             : "distilled from " + fs::path(o.teacher).filename().string() + " into " + from) +
-           " (clone train finetune: every weight, on the training splits)"}};
+           " (clone train finetune: " + how + ", on the training splits)"}};
+  // The source's own provenance (how it was pruned, trained) is kept beside the new run's.
   for (const auto& [k, v] : f->metadata())
     if (k.starts_with("clone.") && v.type == GgufType::STRING)
       extra.emplace_back(k == "clone.training.run" ? "clone.source.training.run" : k, v.s);
   if (o.teacher.empty())
-    return run_text(model, tok.vocab(), o.model, o, meta, {}, "finetune", std::move(extra));
+    return run_text(model, trained, tok.vocab(), o.model, o, meta, {}, "finetune",
+                    std::move(extra));
 
   // Distillation: the teacher's logits on the same batch, computed without a tape.
   if (!(o.kd_weight >= 0.0f && o.kd_weight <= 1.0f))
@@ -200,7 +233,7 @@ TrainReport train_finetune(const FinetuneOptions& o) {
     const TensorP t = teacher.forward(tg, tokens, n_seq, seq_len);
     return op::distill_cross_entropy(g, logits, t, targets, w);
   };
-  return run_text(model, tok.vocab(), o.model, o, meta, {}, "finetune", std::move(extra),
+  return run_text(model, trained, tok.vocab(), o.model, o, meta, {}, "finetune", std::move(extra),
                   std::move(loss));
 }
 

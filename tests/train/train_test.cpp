@@ -10,10 +10,13 @@
 
 #include "clone/core/error.h"
 #include "clone/core/rng.h"
+#include "clone/data/corpus.h"
+#include "clone/data/token_file.h"
 #include "clone/data/tokenizer_train.h"
 #include "clone/engine/context.h"
 #include "clone/engine/lora.h"
 #include "clone/engine/model.h"
+#include "clone/eval/nll.h"
 #include "clone/gguf/gguf.h"
 #include "clone/tokenizer/tokenizer.h"
 #include "clone/train/batches.h"
@@ -559,6 +562,105 @@ TEST(Finetune, TeacherWithAnotherTokenizerStops) {
   o.out_dir = dir + "/run";
   o.verbose = false;
   expect_error([&] { train_finetune(o); }, "the teacher's tokenizer differs");
+}
+
+TEST(Lora, FoldedIntoTheWeightsTheAdaptersGiveTheSameLogits) {
+  // Two adapters with weights on a deci model: the adapted forward (a low-rank path beside
+  // each matrix) against a plain model whose weights had them folded in.
+  ModelConfig c;
+  c.n_vocab = 300, c.n_embd = 16, c.n_ctx_train = 32, c.head_dim_k = c.head_dim_v = 4;
+  c.layers = {{4, 2, 24}, {0, 0, 20}, {2, 1, 0}};
+  LlamaModel m = LlamaModel::init(c, 3);
+  Adapter& a = m.add_lora("a", 2, 16.0f, {LayerMatrix::Q, LayerMatrix::Down}, 5, 0.7f);
+  Adapter& b = m.add_lora("b", 3, 6.0f, {kAllLayerMatrices.begin(), kAllLayerMatrices.end()}, 6);
+  Rng r(9);
+  for (const Adapter* ad : {&a, &b})
+    for (const TensorP& t : ad->params())  // B starts at zero: give it values
+      for (int64_t i = 0; i < t->numel(); ++i) t->data()[i] = static_cast<float>(r.normal() * 0.1);
+  LlamaModel folded = LlamaModel::init(c, 4);  // other weights, overwritten
+  m.fold_adapters_into(folded);
+  std::vector<int32_t> tokens(2 * 12);
+  for (int32_t& v : tokens) v = static_cast<int32_t>(r.below(300));
+  Graph g(nullptr);
+  g.grad_enabled = false;
+  const TensorP want = m.forward(g, tokens, 2, 12), got = folded.forward(g, tokens, 2, 12);
+  const LlamaModel plain = LlamaModel::init(c, 3);  // the same base, no adapters
+  const TensorP base = plain.forward(g, tokens, 2, 12);
+  double diff = 0, moved = 0, scale = 0;
+  for (int64_t i = 0; i < want->numel(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(want->data()[i] - got->data()[i])));
+    moved = std::max(moved, static_cast<double>(std::abs(want->data()[i] - base->data()[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(want->data()[i])));
+  }
+  EXPECT_LT(diff, 1e-5 * scale + 1e-6);
+  EXPECT_GT(moved, 100 * diff);  // the adapters change the logits: the check can fail
+  ModelConfig shallower = c;
+  shallower.layers.pop_back();
+  LlamaModel other = LlamaModel::init(shallower, 1);
+  expect_error([&] { m.fold_adapters_into(other); }, "another shape");
+}
+
+// The mean validation loss of a model file as the fine-tuning run computes it (every
+// domain's valid split in `windows` even windows of seq_len, the mean over domains).
+double valid_loss(const std::string& model_path, int64_t seq_len, int64_t windows) {
+  const auto model = Model::load(model_path);
+  const Tokenizer tok = Tokenizer::from_gguf(*GgufFile::open(model_path));
+  Context ctx(model, {seq_len, 1, seq_len});
+  double sum = 0;
+  for (const std::string& name : data::domain_names()) {
+    const data::TokenFile f = data::read_token_file(
+        data::token_file_path(data_dir(), name, "valid"), tok.vocab(), model_path);
+    const eval::Windows w =
+        eval::even_windows(static_cast<int64_t>(f.tokens.size()), seq_len, windows);
+    sum += eval::windowed_nll(ctx, std::span<const uint16_t>(f.tokens), w).mean_nll;
+  }
+  return sum / static_cast<double>(data::domain_names().size());
+}
+
+TEST(Finetune, LoraThenMergeFreezesTheModelAndWritesWhatItValidated) {
+  const std::string dir = testing::temp_dir("finetune-lora");
+  const std::string src = deci_base(dir);
+  FinetuneOptions o = tiny_finetune(src, dir + "/run");
+  o.lora_rank = 2;
+  o.eval_every = 4;
+  FinetuneOptions first = o;
+  first.stop_after = 5;
+  ASSERT_EQ(train_finetune(first).last_step, 5);
+  const TrainReport r = train_finetune(o);  // resumes at step 5
+  EXPECT_EQ(r.first_step, 5);
+  ASSERT_TRUE(r.done);
+  const std::string written = dir + "/run/model.gguf";
+  const auto in = GgufFile::open(src), out = GgufFile::open(written);
+  EXPECT_EQ(ModelConfig::from_gguf(*in).layers, ModelConfig::from_gguf(*out).layers);
+  // Only the matrices moved (each by its adapter); norms and the embedding stayed frozen.
+  ASSERT_EQ(in->tensors().size(), out->tensors().size());
+  for (const auto& t : in->tensors()) {
+    const GgufTensorInfo* u = out->find_tensor(t.name);
+    ASSERT_NE(u, nullptr) << t.name;
+    const bool same = std::memcmp(in->tensor_data(t), out->tensor_data(*u), t.nbytes) == 0;
+    const bool matrix = t.name.starts_with("blk.") && t.name.find("norm") == std::string::npos;
+    EXPECT_EQ(same, !matrix) << t.name;
+  }
+  // The file is the model the run validated last (valid.csv's last step), not the source.
+  std::istringstream csv(slurp(dir + "/run/valid.csv"));
+  std::string line, last;
+  while (std::getline(csv, line)) last = line;
+  ASSERT_TRUE(last.starts_with("7,")) << last;  // steps count from 0
+  const double logged = std::stod(last.substr(2));
+  EXPECT_NEAR(valid_loss(written, o.seq_len, o.eval_windows), logged, 1e-5);
+  EXPECT_GT(std::abs(valid_loss(src, o.seq_len, o.eval_windows) - logged), 1e-4);
+  EXPECT_NE(out->get_string("general.description").find("rank-2 LoRA adapter, merged"),
+            std::string::npos);
+  // A run resumed with another rank, or as full fine-tuning, stops and names the difference.
+  FinetuneOptions other = o;
+  other.out_dir = dir + "/resume";
+  other.stop_after = 4;
+  train_finetune(other);
+  other.stop_after = -1;
+  other.lora_rank = 3;
+  expect_error([&] { train_finetune(other); }, "lora_rank");
+  other.lora_rank = 0;  // the LoRA keys are in the checkpoint only
+  expect_error([&] { train_finetune(other); }, "was written by a run with lora_");
 }
 
 TEST(Lora, TrainsOnADeciBaseAndAdaptsOnlyTheMatricesItHas) {

@@ -1,5 +1,6 @@
 // clone train base: train the shipped base model from scratch. clone train finetune: train
-// every weight of an existing model of any shape (recovery after pruning). Both resume from
+// every weight of an existing model of any shape, or a LoRA adapter merged at the end
+// (recovery after pruning). Both resume from
 // their checkpoint. clone train samples: continuations of test documents. clone train
 // bench: training throughput against the FMA peak and PyTorch.
 #include <cstdio>
@@ -174,7 +175,8 @@ const cln::cli::Register reg{
       auto fo = std::make_shared<cln::train::FinetuneOptions>();
       CLI::App* ft = app.add_subcommand(
           "finetune",
-          "Train every weight of an existing model (any shape: pruned deci models too) on the "
+          "Train every weight of an existing model (any shape: pruned deci models too), or a "
+          "LoRA adapter merged at the end (--lora-rank), on the "
           "corpora, or distil a dense --teacher into it; resumes from <out>/checkpoint.bin; "
           "writes a GGUF of the same shape, "
           "loss.csv, valid.csv, loss.png, train.log, perplexity.md");
@@ -193,6 +195,16 @@ const cln::cli::Register reg{
           ->capture_default_str()
           ->check(CLI::Range(0.0f, 1.0f))
           ->needs(teacher);
+      auto* rank = ft->add_option("--lora-rank", fo->lora_rank,
+                                  "LoRA then merge: train one adapter of this rank on every "
+                                  "matrix of the frozen model and fold it in at the end (0: "
+                                  "train every weight)")
+                       ->capture_default_str()
+                       ->check(CLI::Range(int64_t{0}, int64_t{4096}));
+      ft->add_option("--lora-alpha", fo->lora_alpha, "LoRA alpha (scale alpha / rank)")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0f, 1e6f))
+          ->needs(rank);
       add_text_run(ft, fo.get());
 
       auto b = std::make_shared<BenchOpts>();

@@ -82,6 +82,11 @@ class LlamaModel {
   TensorP forward(Graph& g, const std::vector<int32_t>& tokens, int64_t n_seq, int64_t seq_len,
                   const ForwardProbe* probe = nullptr) const;
 
+  // Sets `out`'s base weights (a model of this shape) to this model's with every adapter
+  // folded in: W + sum_i w_i (alpha_i / r_i) B_i A_i, the static model LoRA-then-merge
+  // recovery writes. `out`'s own adapters are left as they are.
+  void fold_adapters_into(LlamaModel& out) const;
+
   // The engine's model over these weights as they are now (no copy; adapters not included):
   // evaluation and generation run the trained weights through the inference engine.
   std::shared_ptr<const Model> engine_view() const;

@@ -1,8 +1,7 @@
-// Training runs: the base model from scratch, full-parameter fine-tuning of an existing
-// GGUF of any shape (recovery after pruning), and LoRA experts on a frozen base of any
-// shape. Each checkpoints and resumes bit for bit through the shared loop (loop.h) and
-// stops clearly on bad input (no documents, tokenizer mismatch, checkpoint of another
-// run, NaN/Inf loss).
+// Training runs: the base model from scratch, fine-tuning of an existing GGUF of any shape
+// (recovery after pruning: every weight, or LoRA then merge), and LoRA experts on a frozen base of
+// any shape. Each checkpoints and resumes bit for bit through the shared loop (loop.h) and stops
+// clearly on bad input (no documents, tokenizer mismatch, checkpoint of another run, NaN/Inf loss).
 #pragma once
 
 #include <cstdint>
@@ -59,13 +58,19 @@ struct FinetuneOptions : TextRunOptions {
   // shipped base, whose own training had not converged (docs/tailor.md).
   std::string teacher;
   float kd_weight = 0.5f;
+  // > 0: LoRA then merge. The model stays frozen and one adapter of this rank on every
+  // matrix trains (the same batches, loss, schedule and optimizer); validation and the
+  // written GGUF are the model with the adapter folded in, of the same shape. 0: every
+  // weight trains.
+  int64_t lora_rank = 0;
+  float lora_alpha = 16.0f;
   FinetuneOptions() {
     out_dir = "out/finetune";
     sched = Schedule{3e-4, 20, 500, 0.1};
   }
 };
-// Trains every weight of an existing model (on the corpora, or distilled from a teacher on
-// them) and writes a GGUF of the same shape (F32).
+// Trains every weight of an existing model, or a LoRA adapter merged at the end (on the
+// corpora, or distilled from a teacher on them), and writes a GGUF of the same shape (F32).
 TrainReport train_finetune(const FinetuneOptions& o);
 
 struct LoraTrainOptions : RunOptions {
