@@ -453,6 +453,16 @@ FinetuneOptions tiny_finetune(const std::string& model, const std::string& out) 
   return o;
 }
 
+// The options of run `o` stopped at step 4 in `out` (its checkpoint there), to be resumed
+// with something changed.
+FinetuneOptions stopped_run(FinetuneOptions o, const std::string& out) {
+  o.out_dir = out;
+  o.stop_after = 4;
+  train_finetune(o);
+  o.stop_after = -1;
+  return o;
+}
+
 TEST(Finetune, TrainsEveryWeightOfADeciModelAndKeepsItsShape) {
   const std::string dir = testing::temp_dir("finetune");
   const std::string src = deci_base(dir);
@@ -538,11 +548,7 @@ TEST(Finetune, DistillationPullsThePrunedModelTowardsItsTeacher) {
       << out->get_string("clone.training.run");
 
   // A run resumed with another distillation weight stops and names the difference.
-  FinetuneOptions half = kd;
-  half.out_dir = dir + "/kd-resume";
-  half.stop_after = 4;
-  train_finetune(half);
-  half.stop_after = -1;
+  FinetuneOptions half = stopped_run(kd, dir + "/kd-resume");
   half.kd_weight = 0.5f;
   expect_error([&] { train_finetune(half); }, "kd_weight");
 }
@@ -652,11 +658,7 @@ TEST(Finetune, LoraThenMergeFreezesTheModelAndWritesWhatItValidated) {
   EXPECT_NE(out->get_string("general.description").find("rank-2 LoRA adapter, merged"),
             std::string::npos);
   // A run resumed with another rank, or as full fine-tuning, stops and names the difference.
-  FinetuneOptions other = o;
-  other.out_dir = dir + "/resume";
-  other.stop_after = 4;
-  train_finetune(other);
-  other.stop_after = -1;
+  FinetuneOptions other = stopped_run(o, dir + "/resume");
   other.lora_rank = 3;
   expect_error([&] { train_finetune(other); }, "lora_rank");
   other.lora_rank = 0;  // the LoRA keys are in the checkpoint only
