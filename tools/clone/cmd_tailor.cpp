@@ -88,6 +88,11 @@ const cln::cli::Register reg{
                      "recovery's peak learning rate (20 steps of warm-up, cosine to a tenth)")
           ->capture_default_str()
           ->check(CLI::PositiveNumber);
+      app.add_option("--recover-lora-rank", o->t.recovery.lora_rank,
+                     "recovery by LoRA then merge: an adapter of this rank on every matrix of "
+                     "the frozen cut, folded in at the end; 0: every weight trains")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t{0}, int64_t{4096}));
       app.add_option("--kd-weight", o->t.recovery.kd_weight,
                      "recovery's loss: this share KL to the dense model's next-token "
                      "distribution, the rest cross entropy; 0: plain fine-tuning")
