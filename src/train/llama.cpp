@@ -284,14 +284,8 @@ void LlamaModel::fold_adapters_into(LlamaModel& out) const {
         if (!p.a) continue;
         Tensor& w = *out.layers_[il].mat[k];  // [out, in] += s B [out, r] A [r, in]
         const int64_t rows = w.rows(), cols = w.cols(), r = a.rank;
-        for (int64_t i = 0; i < rows; ++i) {
-          float* wi = w.data() + i * cols;
-          for (int64_t j = 0; j < r; ++j) {
-            const float bij = s * p.b->data()[i * r + j];
-            const float* aj = p.a->data() + j * cols;
-            for (int64_t c = 0; c < cols; ++c) wi[c] += bij * aj[c];
-          }
-        }
+        kernels::gemm_f32(false, false, rows, cols, r, s, p.b->data(), r, p.a->data(), cols, 1.0f,
+                          w.data(), cols, nullptr);
       }
   }
 }
