@@ -383,33 +383,40 @@ TEST(Matmul, PackedWeightsServeEveryTarget) {
   EXPECT_THROW(detail::pack_weights_as(f32, detail::kF16x64, nullptr), Error);  // wrong type
 }
 
-TEST(Matmul, PanelsOnEveryTarget) {
+// One test per weight type, so that the two halves of the longest kernel test (about two
+// minutes under qemu at 256-bit SVE) run side by side under ctest -j.
+class Panels : public testing::TestWithParam<DType> {};
+
+TEST_P(Panels, OnEveryTarget) {
   // F32 / F16 weights in column panels of 64 rows (packed.h), whichever CPU runs the test:
   // few tokens through the panel kernel (1-2 tokens per pass, 4 vectors per slice), more
   // through the GEMM reading the panels as its B micro-panels (in place or converted). Rows
   // around the panel edges, K across the GEMM's K blocks (256), columns across its column
   // blocks (512) and the thread split (aligned to panels), accumulate and scale.
   ThreadPool pool3(3), pool1(1);
+  const DType t = GetParam();
   for_each_target([&] {
-    for (DType t : {DType::F32, DType::F16}) {
-      const int layout = t == DType::F32 ? detail::kF32x64 : detail::kF16x64;
-      uint32_t seed = 900;
-      for (int64_t n : {1, 2, 3, 4, 5, 8, 9, 33})
-        for (int64_t rows : {1, 63, 64, 65, 130})
-          for (int64_t cols : {1, 7, 100, 300})
-            check_matmul(t, n, rows, cols, &pool3, false, 1.0f, seed++, true, layout);
-      check_matmul(t, 70, 600, 544, &pool3, false, 1.0f, 20, true, layout);
-      check_matmul(t, 13, 1100, 96, &pool3, false, 1.0f, 21, true, layout);
-      check_matmul(t, 40, 129, 257, &pool1, true, -0.5f, 22, true, layout);
-      check_matmul(t, 2, 129, 257, &pool3, true, 2.0f, 23, true, layout);
-      check_matmul(t, 12, 70, 64, nullptr, true, 0.25f, 24, true, layout);
-      check_matmul(t, 1, 200, 2053, nullptr, false, 1.0f, 25, true, layout);
-      // Scale without accumulate, through the panel kernel and through the GEMM.
-      check_matmul(t, 3, 65, 100, &pool3, false, -1.5f, 26, true, layout);
-      check_matmul(t, 70, 65, 100, &pool3, false, 0.5f, 27, true, layout);
-    }
+    const int layout = t == DType::F32 ? detail::kF32x64 : detail::kF16x64;
+    uint32_t seed = 900;
+    for (int64_t n : {1, 2, 3, 4, 5, 8, 9, 33})
+      for (int64_t rows : {1, 63, 64, 65, 130})
+        for (int64_t cols : {1, 7, 100, 300})
+          check_matmul(t, n, rows, cols, &pool3, false, 1.0f, seed++, true, layout);
+    check_matmul(t, 70, 600, 544, &pool3, false, 1.0f, 20, true, layout);
+    check_matmul(t, 13, 1100, 96, &pool3, false, 1.0f, 21, true, layout);
+    check_matmul(t, 40, 129, 257, &pool1, true, -0.5f, 22, true, layout);
+    check_matmul(t, 2, 129, 257, &pool3, true, 2.0f, 23, true, layout);
+    check_matmul(t, 12, 70, 64, nullptr, true, 0.25f, 24, true, layout);
+    check_matmul(t, 1, 200, 2053, nullptr, false, 1.0f, 25, true, layout);
+    // Scale without accumulate, through the panel kernel and through the GEMM.
+    check_matmul(t, 3, 65, 100, &pool3, false, -1.5f, 26, true, layout);
+    check_matmul(t, 70, 65, 100, &pool3, false, 0.5f, 27, true, layout);
   });
 }
+INSTANTIATE_TEST_SUITE_P(Matmul, Panels, testing::Values(DType::F32, DType::F16),
+                         [](const testing::TestParamInfo<DType>& p) {
+                           return p.param == DType::F32 ? std::string("F32") : std::string("F16");
+                         });
 
 TEST(Matmul, QuantizedDecodeUsesIntegerKernelWhereAvailable) {
   // On AVX-512 VNNI machines the Q4_0 / Q8_0 decode kernels are the intrinsics versions;
