@@ -251,7 +251,8 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
     for (size_t b = 0; b < o.segment_blends.size(); ++b) {
       std::vector<std::vector<double>> blended;
       for (const auto& w : ws)
-        blended.push_back(blend_weights(w, request, o.segment_blends[b], o.segment_gated));
+        blended.push_back(
+            blend_weights(w, request, o.segment_blends[b], o.segment_gated, o.segment_confidence));
       score_parts(t, starts, blended, accs[b]);
     }
   };

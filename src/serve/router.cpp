@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "clone/core/error.h"
 #include "clone/serve/embed.h"
@@ -154,14 +155,19 @@ std::vector<int32_t> segment_window_tokens(std::span<const int32_t> text, int64_
 }
 
 std::vector<double> blend_weights(const std::vector<double>& segment,
-                                  const std::vector<double>& request, double lambda, bool gated) {
+                                  const std::vector<double>& request, double lambda, bool gated,
+                                  double min_top) {
   if (segment.size() != request.size())
     fail("blending ", segment.size(), " segment weights with ", request.size(), " request weights");
   if (!(lambda >= 0 && lambda <= 1)) fail("segment blend ", lambda, " outside [0, 1]");
-  if (gated && !segment.empty() &&
-      std::max_element(segment.begin(), segment.end()) - segment.begin() ==
-          std::max_element(request.begin(), request.end()) - request.begin())
+  if (!(min_top >= 0 && min_top <= 1)) fail("segment confidence ", min_top, " outside [0, 1]");
+  if (segment.empty()) return request;
+  const auto top = std::max_element(segment.begin(), segment.end());
+  if (gated &&
+      top - segment.begin() == std::max_element(request.begin(), request.end()) - request.begin())
     return request;
+  const double total = std::accumulate(segment.begin(), segment.end(), 0.0);
+  if (min_top > 0 && !(total > 0 && *top >= min_top * total)) return request;
   std::vector<double> w(segment.size());
   for (size_t e = 0; e < w.size(); ++e) w[e] = lambda * segment[e] + (1 - lambda) * request[e];
   return w;

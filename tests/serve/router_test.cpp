@@ -195,8 +195,21 @@ TEST(RouteEval, ASegmentsWeightsBlendWithTheRequests) {
   // Gated: where the segment's top expert is the request's, the request's weights stand.
   EXPECT_EQ(blend_weights({0.9, 0.1, 0.0}, req, 0.5, true), req);
   EXPECT_EQ(blend_weights(seg, req, 0.5, true), half);  // they disagree: blended
+  // Sure: a segment moves off the request's weights only where its top expert holds at least
+  // min_top of its weights, however they scale (scaled to the largest, or none at all).
+  const std::vector<double> unsure = {0.5, 0.3, 0.2};
+  EXPECT_EQ(blend_weights(unsure, req, 0.5, false, 0.6), req);
+  const auto at = blend_weights(unsure, req, 0.5, false, 0.5);  // the share is exactly 0.5
+  EXPECT_NEAR(at[0], 0.55, 1e-12);
+  EXPECT_NEAR(at[2], 0.10, 1e-12);
+  EXPECT_EQ(blend_weights({1.0, 0.6, 0.4}, req, 0.5, false, 0.6), req);  // 1 of 2: a half
+  EXPECT_EQ(blend_weights({0.0, 0.0, 0.0}, req, 0.5, false, 0.1), req);  // no expert at all
+  EXPECT_EQ(blend_weights(seg, req, 0.5, false, 1.0), half);  // one expert holds everything
+  EXPECT_EQ(blend_weights(seg, req, 0.5, true, 0.9), half);   // both gates pass
   EXPECT_THROW(blend_weights(seg, {0.5, 0.5}, 0.5), cln::Error);
   EXPECT_THROW(blend_weights(seg, req, 1.5), cln::Error);
+  EXPECT_THROW(blend_weights(seg, req, 0.5, false, -0.1), cln::Error);
+  EXPECT_THROW(blend_weights(seg, req, 0.5, false, 1.1), cln::Error);
 }
 
 TEST(RouteEval, TheChosenSettingHasTheSmallestMeanGapToTheRightExpert) {

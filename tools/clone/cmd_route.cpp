@@ -73,6 +73,14 @@ int eval(Opts& o) {
       seg +=
           "; gated: a segment whose own top expert is the request's keeps the request's "
           "weights";
+    if (o.e.segment_confidence > 0) {
+      char sure[160];
+      std::snprintf(sure, sizeof sure,
+                    "; a segment whose own top expert holds less than %.3g of its weights keeps "
+                    "the request's weights",
+                    o.e.segment_confidence);
+      seg += sure;
+    }
     seg += ".\n";
   }
   if (o.e.mixed_shift > 0)
@@ -158,6 +166,11 @@ const cln::cli::Register reg{
       ev->add_flag("--segment-gated", o->e.segment_gated,
                    "a segment keeps the request's weights where its own top expert is the "
                    "request's (blends only where they disagree)");
+      ev->add_option("--segment-confidence", o->e.segment_confidence,
+                     "a segment keeps the request's weights where its own top expert holds "
+                     "less than this share of its weights (blends only where it is sure)")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 1.0));
       ev->add_option("--segment-embedder", o->e.segment_embedder,
                      "what the segments are routed by: hidden (the experts' keys) or tfidf")
           ->capture_default_str()

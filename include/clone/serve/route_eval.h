@@ -51,7 +51,8 @@ struct RouteEvalOptions {
   // * request (the whole text for Own, its first segment - the prompt - for Before), one
   // column per lambda; 1: the segment's own weights alone.
   std::vector<double> segment_blends = {1.0};
-  bool segment_gated = false;  // blend_weights' gate: blend only where the top experts differ
+  bool segment_gated = false;     // blend_weights' gate: blend only where the top experts differ
+  double segment_confidence = 0;  // blend_weights' min_top: blend only where a segment is sure
   // The embedding the segments are routed by: "hidden" (o.embedder, the experts' stored
   // keys) or "tfidf" (the baseline, keyed by the same training prompts), and its softmax
   // temperature (0: o.router's).

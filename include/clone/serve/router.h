@@ -98,9 +98,11 @@ std::vector<int32_t> segment_window_tokens(std::span<const int32_t> text, int64_
 
 // lambda * segment + (1 - lambda) * request, per expert (equal sizes). Gated: the request's
 // weights unchanged where the segment's top expert is the request's (a segment moves off the
-// request's mixture only where its own routing disagrees).
+// request's mixture only where its own routing disagrees). min_top: the request's weights
+// unchanged where the segment's top expert holds less than this share of its weights (a
+// segment moves off the request's mixture only where its own routing is sure).
 std::vector<double> blend_weights(const std::vector<double>& segment,
                                   const std::vector<double>& request, double lambda,
-                                  bool gated = false);
+                                  bool gated = false, double min_top = 0);
 
 }  // namespace cln::serve
