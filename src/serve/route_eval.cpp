@@ -248,11 +248,14 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
           t, start, std::min(n, start + o.segment), o.segment_route, o.segment_window, tok.bos())));
     }
     const std::vector<double> request = o.segment_route == SegmentRoute::Own ? whole : ws[0];
+    const std::vector<bool> agrees =
+        o.segment_neighbours ? agrees_with_a_neighbour(ws) : std::vector<bool>(ws.size(), true);
     for (size_t b = 0; b < o.segment_blends.size(); ++b) {
       std::vector<std::vector<double>> blended;
-      for (const auto& w : ws)
-        blended.push_back(
-            blend_weights(w, request, o.segment_blends[b], o.segment_gated, o.segment_confidence));
+      for (size_t i = 0; i < ws.size(); ++i)
+        blended.push_back(agrees[i] ? blend_weights(ws[i], request, o.segment_blends[b],
+                                                    o.segment_gated, o.segment_confidence)
+                                    : request);
       score_parts(t, starts, blended, accs[b]);
     }
   };

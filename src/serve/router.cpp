@@ -173,4 +173,16 @@ std::vector<double> blend_weights(const std::vector<double>& segment,
   return w;
 }
 
+std::vector<bool> agrees_with_a_neighbour(const std::vector<std::vector<double>>& segments) {
+  std::vector<std::ptrdiff_t> top;
+  for (const auto& w : segments) {
+    if (w.empty()) fail("a segment with no expert weights");
+    top.push_back(std::max_element(w.begin(), w.end()) - w.begin());
+  }
+  std::vector<bool> agrees(segments.size());
+  for (size_t i = 0; i < top.size(); ++i)
+    agrees[i] = (i > 0 && top[i - 1] == top[i]) || (i + 1 < top.size() && top[i + 1] == top[i]);
+  return agrees;
+}
+
 }  // namespace cln::serve

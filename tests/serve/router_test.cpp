@@ -212,6 +212,18 @@ TEST(RouteEval, ASegmentsWeightsBlendWithTheRequests) {
   EXPECT_THROW(blend_weights(seg, req, 0.5, false, 1.1), cln::Error);
 }
 
+TEST(RouteEval, ASegmentAgreesWhereANeighbourHasItsTopExpert) {
+  using cln::serve::agrees_with_a_neighbour;
+  const std::vector<double> a = {0.7, 0.3}, b = {0.2, 0.8};
+  // a a b a b b: the lone a between the b's and the lone b between the a's do not agree.
+  EXPECT_EQ(agrees_with_a_neighbour({a, a, b, a, b, b}),
+            (std::vector<bool>{true, true, false, false, true, true}));
+  EXPECT_EQ(agrees_with_a_neighbour({a}), std::vector<bool>{false});
+  EXPECT_EQ(agrees_with_a_neighbour({a, b}), (std::vector<bool>{false, false}));
+  EXPECT_TRUE(agrees_with_a_neighbour({}).empty());
+  EXPECT_THROW(agrees_with_a_neighbour({a, {}}), cln::Error);
+}
+
 TEST(RouteEval, TheChosenSettingHasTheSmallestMeanGapToTheRightExpert) {
   using cln::serve::RouteSetResult;
   // A text set (perplexity, lower is better) and a task set (exact match, higher is better).

@@ -81,6 +81,10 @@ int eval(Opts& o) {
                     o.e.segment_confidence);
       seg += sure;
     }
+    if (o.e.segment_neighbours)
+      seg +=
+          "; a segment whose own top expert is neither neighbour's keeps the request's "
+          "weights";
     seg += ".\n";
   }
   if (o.e.mixed_shift > 0)
@@ -171,6 +175,9 @@ const cln::cli::Register reg{
                      "less than this share of its weights (blends only where it is sure)")
           ->capture_default_str()
           ->check(CLI::Range(0.0, 1.0));
+      ev->add_flag("--segment-neighbours", o->e.segment_neighbours,
+                   "a segment keeps the request's weights unless its own top expert is also "
+                   "a neighbouring segment's (a change of domain must last two segments)");
       ev->add_option("--segment-embedder", o->e.segment_embedder,
                      "what the segments are routed by: hidden (the experts' keys) or tfidf")
           ->capture_default_str()

@@ -53,6 +53,9 @@ struct RouteEvalOptions {
   std::vector<double> segment_blends = {1.0};
   bool segment_gated = false;     // blend_weights' gate: blend only where the top experts differ
   double segment_confidence = 0;  // blend_weights' min_top: blend only where a segment is sure
+  // A segment keeps the request's weights unless its own top expert is also the top expert
+  // of a segment next to it (a change of domain must last two segments).
+  bool segment_neighbours = false;
   // The embedding the segments are routed by: "hidden" (o.embedder, the experts' stored
   // keys) or "tfidf" (the baseline, keyed by the same training prompts), and its softmax
   // temperature (0: o.router's).

@@ -105,4 +105,8 @@ std::vector<double> blend_weights(const std::vector<double>& segment,
                                   const std::vector<double>& request, double lambda,
                                   bool gated = false, double min_top = 0);
 
+// Per segment of a text, in order, given each one's own weights: whether its top expert is
+// also the top expert of the segment before or after it (a lone segment: false).
+std::vector<bool> agrees_with_a_neighbour(const std::vector<std::vector<double>>& segments);
+
 }  // namespace cln::serve
