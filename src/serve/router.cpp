@@ -154,6 +154,13 @@ std::vector<int32_t> segment_window_tokens(std::span<const int32_t> text, int64_
   return w;
 }
 
+namespace {
+// The index of the largest weight (the first of equals); w not empty.
+std::ptrdiff_t top_expert(const std::vector<double>& w) {
+  return std::max_element(w.begin(), w.end()) - w.begin();
+}
+}  // namespace
+
 std::vector<double> blend_weights(const std::vector<double>& segment,
                                   const std::vector<double>& request, double lambda, bool gated,
                                   double min_top) {
@@ -162,12 +169,11 @@ std::vector<double> blend_weights(const std::vector<double>& segment,
   if (!(lambda >= 0 && lambda <= 1)) fail("segment blend ", lambda, " outside [0, 1]");
   if (!(min_top >= 0 && min_top <= 1)) fail("segment confidence ", min_top, " outside [0, 1]");
   if (segment.empty()) return request;
-  const auto top = std::max_element(segment.begin(), segment.end());
-  if (gated &&
-      top - segment.begin() == std::max_element(request.begin(), request.end()) - request.begin())
-    return request;
+  const std::ptrdiff_t top = top_expert(segment);
+  if (gated && top == top_expert(request)) return request;
   const double total = std::accumulate(segment.begin(), segment.end(), 0.0);
-  if (min_top > 0 && !(total > 0 && *top >= min_top * total)) return request;
+  if (min_top > 0 && !(total > 0 && segment[static_cast<size_t>(top)] >= min_top * total))
+    return request;
   std::vector<double> w(segment.size());
   for (size_t e = 0; e < w.size(); ++e) w[e] = lambda * segment[e] + (1 - lambda) * request[e];
   return w;
@@ -177,7 +183,7 @@ std::vector<bool> agrees_with_a_neighbour(const std::vector<std::vector<double>>
   std::vector<std::ptrdiff_t> top;
   for (const auto& w : segments) {
     if (w.empty()) fail("a segment with no expert weights");
-    top.push_back(std::max_element(w.begin(), w.end()) - w.begin());
+    top.push_back(top_expert(w));
   }
   std::vector<bool> agrees(segments.size());
   for (size_t i = 0; i < top.size(); ++i)
