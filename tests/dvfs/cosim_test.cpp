@@ -18,6 +18,7 @@
 #include "clone/engine/context.h"
 #include "clone/engine/model.h"
 #include "clone/engine/model_writer.h"
+#include "engine/test_util.h"
 
 using namespace cln;
 using namespace cln::dvfs;
@@ -30,9 +31,13 @@ std::shared_ptr<const Model> tiny_model() {
     c.name = "cosim-tiny";
     c.n_vocab = 300, c.n_embd = 64, c.head_dim_k = c.head_dim_v = 16, c.n_ctx_train = 256;
     c.layers = {LayerShape{4, 2, 128}, LayerShape{4, 2, 96}, LayerShape{2, 1, 128}};
-    std::string path = std::string(CLONE_BINARY_DIR) + "/cosim_tiny.gguf";
+    // One file per process: ctest -j runs this file's tests as processes side by side, and
+    // two writers of one path raced for its temporary file (CI, ASan build).
+    const std::string path = cln::test::tmp_path("cosim_tiny.gguf");
     init_model(c, {5, DType::F32, 0.05f}, nullptr, path);
-    return Model::load(path);
+    auto model = Model::load(path);
+    std::filesystem::remove(path);  // loaded (a mapping outlives the name)
+    return model;
   }();
   return m;
 }
