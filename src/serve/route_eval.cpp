@@ -138,6 +138,11 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
   const auto seg_weights = [&](std::span<const int32_t> t) {
     return seg_tfidf ? seg_router.weights(tfidf.embed(t)) : seg_router.weights(hidden->embed(t));
   };
+  // The other embedding's router (RouteEvalOptions::segment_cross_check); only its top
+  // expert is read.
+  const auto other_weights = [&](std::span<const int32_t> t) {
+    return seg_tfidf ? soft.weights(hidden->embed(t)) : tf_router.weights(tfidf.embed(t));
+  };
 
   // The held-out sets.
   std::vector<Set> sets;
@@ -241,15 +246,21 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
     const auto& t = it.tokens;
     const auto n = static_cast<int64_t>(t.size());
     std::vector<int64_t> starts;
-    std::vector<std::vector<double>> ws;
+    std::vector<std::vector<double>> ws, others;
     for (int64_t start = 0; start < n; start += o.segment) {
       starts.push_back(start);
-      ws.push_back(seg_weights(segment_window_tokens(
-          t, start, std::min(n, start + o.segment), o.segment_route, o.segment_window, tok.bos())));
+      const auto window = segment_window_tokens(t, start, std::min(n, start + o.segment),
+                                                o.segment_route, o.segment_window, tok.bos());
+      ws.push_back(seg_weights(window));
+      if (o.segment_cross_check) others.push_back(other_weights(window));
     }
     const std::vector<double> request = o.segment_route == SegmentRoute::Own ? whole : ws[0];
-    const std::vector<bool> agrees =
+    std::vector<bool> agrees =
         o.segment_neighbours ? agrees_with_a_neighbour(ws) : std::vector<bool>(ws.size(), true);
+    if (o.segment_cross_check) {
+      const std::vector<bool> same = same_top_expert(ws, others);
+      for (size_t i = 0; i < agrees.size(); ++i) agrees[i] = agrees[i] && same[i];
+    }
     for (size_t b = 0; b < o.segment_blends.size(); ++b) {
       std::vector<std::vector<double>> blended;
       for (size_t i = 0; i < ws.size(); ++i)

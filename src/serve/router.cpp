@@ -191,4 +191,18 @@ std::vector<bool> agrees_with_a_neighbour(const std::vector<std::vector<double>>
   return agrees;
 }
 
+std::vector<bool> same_top_expert(const std::vector<std::vector<double>>& a,
+                                  const std::vector<std::vector<double>>& b) {
+  if (a.size() != b.size())
+    fail("comparing two routers' weights for ", a.size(), " and ", b.size(), " segments");
+  std::vector<bool> same(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].empty() || a[i].size() != b[i].size())
+      fail("segment ", i, ": two routers' weights over ", a[i].size(), " and ", b[i].size(),
+           " experts");
+    same[i] = top_expert(a[i]) == top_expert(b[i]);
+  }
+  return same;
+}
+
 }  // namespace cln::serve

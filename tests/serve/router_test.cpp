@@ -224,6 +224,18 @@ TEST(RouteEval, ASegmentAgreesWhereANeighbourHasItsTopExpert) {
   EXPECT_THROW(agrees_with_a_neighbour({a, {}}), cln::Error);
 }
 
+TEST(RouteEval, TwoRoutersAgreeWhereTheirTopExpertsAreTheSame) {
+  using cln::serve::same_top_expert;
+  // Three experts; the second router's weights are on another scale (only the top counts).
+  const std::vector<double> a0 = {0.6, 0.3, 0.1}, a1 = {0.1, 0.2, 0.7}, a2 = {0.3, 0.4, 0.3};
+  const std::vector<double> b0 = {5, 1, 1}, b1 = {1, 4, 2}, b2 = {0.2, 0.5, 0.3};
+  EXPECT_EQ(same_top_expert({a0, a1, a2}, {b0, b1, b2}), (std::vector<bool>{true, false, true}));
+  EXPECT_TRUE(same_top_expert({}, {}).empty());
+  EXPECT_THROW(same_top_expert({a0}, {b0, b1}), cln::Error);      // segment counts differ
+  EXPECT_THROW(same_top_expert({a0}, {{1.0, 2.0}}), cln::Error);  // expert counts differ
+  EXPECT_THROW(same_top_expert({{}}, {{}}), cln::Error);          // no experts
+}
+
 TEST(RouteEval, TheChosenSettingHasTheSmallestMeanGapToTheRightExpert) {
   using cln::serve::RouteSetResult;
   // A text set (perplexity, lower is better) and a task set (exact match, higher is better).

@@ -85,6 +85,10 @@ int eval(Opts& o) {
       seg +=
           "; a segment whose own top expert is neither neighbour's keeps the request's "
           "weights";
+    if (o.e.segment_cross_check)
+      seg += std::string("; a segment whose top expert by the ") +
+             (o.e.segment_embedder == "tfidf" ? "hidden" : "TF-IDF") +
+             " embedding differs keeps the request's weights";
     seg += ".\n";
   }
   if (o.e.mixed_shift > 0)
@@ -178,6 +182,9 @@ const cln::cli::Register reg{
       ev->add_flag("--segment-neighbours", o->e.segment_neighbours,
                    "a segment keeps the request's weights unless its own top expert is also "
                    "a neighbouring segment's (a change of domain must last two segments)");
+      ev->add_flag("--segment-cross-check", o->e.segment_cross_check,
+                   "a segment keeps the request's weights unless the other embedding (TF-IDF "
+                   "for hidden segments, hidden for tfidf) gives it the same top expert");
       ev->add_option("--segment-embedder", o->e.segment_embedder,
                      "what the segments are routed by: hidden (the experts' keys) or tfidf")
           ->capture_default_str()

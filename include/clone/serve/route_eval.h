@@ -56,6 +56,9 @@ struct RouteEvalOptions {
   // A segment keeps the request's weights unless its own top expert is also the top expert
   // of a segment next to it (a change of domain must last two segments).
   bool segment_neighbours = false;
+  // A segment keeps the request's weights unless the other embedding's router (TF-IDF for
+  // "hidden" segments, the hidden one for "tfidf") gives it the same top expert.
+  bool segment_cross_check = false;
   // The embedding the segments are routed by: "hidden" (o.embedder, the experts' stored
   // keys) or "tfidf" (the baseline, keyed by the same training prompts), and its softmax
   // temperature (0: o.router's).

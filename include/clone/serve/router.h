@@ -109,4 +109,9 @@ std::vector<double> blend_weights(const std::vector<double>& segment,
 // also the top expert of the segment before or after it (a lone segment: false).
 std::vector<bool> agrees_with_a_neighbour(const std::vector<std::vector<double>>& segments);
 
+// Per segment, whether two routers' weights for it (equal counts, equal sizes) have the same
+// top expert: two embeddings that err apart agree mostly where the text is what they say.
+std::vector<bool> same_top_expert(const std::vector<std::vector<double>>& a,
+                                  const std::vector<std::vector<double>>& b);
+
 }  // namespace cln::serve
