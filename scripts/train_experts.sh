@@ -42,6 +42,10 @@ for d in dictionary computing scripture quotes wordnet code; do
     --warmup 30 --lr 1e-3 --seed 1234 --threads "$THREADS"
   experts+=(--expert "$OUT/$d.gguf")
 done
+# The bank's TF-IDF router keys beside each expert's hidden one (the idf fitted on every
+# expert's training prompts together; `clone serve --prompt-part-check` reads them).
+flock "$LOCK" "$CLONE" lora keys --base "$BASE" --data "$DATA" --tfidf --threads "$THREADS" \
+  "$OUT"/{addition,subtraction,number_words,digit_reverse,dictionary,computing,scripture,quotes,wordnet,code}.gguf
 flock "$LOCK" "$CLONE" lora eval --base "$BASE" --data "$DATA" "${experts[@]}" \
   --tokens 32768 --task-items 500 --max-new 16 --threads "$THREADS" --out "$OUT" \
   --tasks addition,subtraction,number_words,digit_reverse,add_words \

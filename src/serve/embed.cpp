@@ -40,6 +40,13 @@ TfIdfEmbedder::TfIdfEmbedder(int64_t n_vocab, const std::vector<std::vector<int3
     idf_[t] = static_cast<float>(std::log((n + 1) / (static_cast<double>(df[t]) + 1)) + 1);
 }
 
+TfIdfEmbedder::TfIdfEmbedder(std::vector<float> idf, int64_t max_tokens)
+    : idf_(std::move(idf)), max_tokens_(max_tokens) {
+  if (idf_.empty()) fail("tf-idf: no inverse document frequencies");
+  for (float f : idf_)
+    if (!(std::isfinite(f) && f > 0)) fail("tf-idf: an inverse document frequency of ", f);
+}
+
 std::vector<float> TfIdfEmbedder::embed(std::span<const int32_t> tokens) {
   if (tokens.empty()) fail("tf-idf embedding: the prompt has no tokens");
   std::vector<float> v(idf_.size(), 0.0f);

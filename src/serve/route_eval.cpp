@@ -115,15 +115,9 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
   }
 
   // The TF-IDF baseline: fitted on, and keyed by, the same training prompts.
-  std::vector<std::vector<int32_t>> idf_docs;
-  std::vector<std::vector<std::vector<int32_t>>> train_prompts;
-  for (const std::string& n : names) {
-    train_prompts.push_back(prompt_set(o.data_dir, n, "train", tok, o.base, 256, 64, 0).prompts);
-    idf_docs.insert(idf_docs.end(), train_prompts.back().begin(), train_prompts.back().end());
-  }
-  TfIdfEmbedder tfidf(tok.n_vocab(), idf_docs);
-  std::vector<ExpertKey> tf_keys;
-  for (const auto& p : train_prompts) tf_keys.push_back({"tfidf", mean_embedding(tfidf, p), 0});
+  const std::vector<ExpertKey> bank = make_tfidf_keys(o.data_dir, names, tok, o.base);
+  TfIdfEmbedder tfidf(bank.front().tfidf_idf);
+  const std::vector<ExpertKey> tf_keys = tfidf_router_keys(bank);
   RouterOptions tf_o = top1_o;
   tf_o.centre = false;  // the baseline as it was judged
   const Router tf_router(tf_keys, tf_o);

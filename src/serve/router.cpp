@@ -10,15 +10,31 @@
 
 namespace cln::serve {
 
+namespace {
+// A float array of the adapter's metadata (empty where absent).
+std::vector<float> floats(const GgufFile& f, const char* name) {
+  const GgufValue* v = f.find(name);
+  if (!v) return {};
+  if (v->type != GgufType::ARRAY || v->af.empty())
+    fail(f.path(), ": ", name, " must be a non-empty float array");
+  return std::vector<float>(v->af.begin(), v->af.end());
+}
+GgufValue float_array(const std::vector<float>& v) {
+  return GgufValue::arr_f32(std::vector<double>(v.begin(), v.end()));
+}
+}  // namespace
+
 std::optional<ExpertKey> read_key(const GgufFile& f) {
-  const GgufValue* key = f.find("clone.router.key");
-  if (!key) return std::nullopt;
-  if (key->type != GgufType::ARRAY || key->af.empty())
-    fail(f.path(), ": clone.router.key must be a non-empty float array");
+  if (!f.find("clone.router.key")) return std::nullopt;
   ExpertKey k;
   k.embedder = f.get_string("clone.router.embedder");
-  for (double v : key->af) k.key.push_back(static_cast<float>(v));
+  k.key = floats(f, "clone.router.key");
   k.prompts = f.get_int_or("clone.router.prompts", 0);
+  k.tfidf_idf = floats(f, "clone.router.tfidf.idf");
+  k.tfidf_key = floats(f, "clone.router.tfidf.key");
+  if (k.tfidf_idf.size() != k.tfidf_key.size())
+    fail(f.path(), ": clone.router.tfidf.idf has ", k.tfidf_idf.size(),
+         " entries and clone.router.tfidf.key ", k.tfidf_key.size());
   return k;
 }
 
@@ -27,13 +43,23 @@ void write_key(const std::string& path, const ExpertKey& key) {
   const auto f = GgufFile::open(path);
   if (f->get_string_or("general.type", "") != "adapter")
     fail(path, ": not a LoRA adapter (general.type is not 'adapter')");
+  if (key.tfidf_idf.size() != key.tfidf_key.size())
+    fail("write_key: a TF-IDF key of ", key.tfidf_key.size(), " entries over ",
+         key.tfidf_idf.size(), " frequencies");
+  // A key without a TF-IDF half keeps the one the adapter has (it belongs to the bank).
+  const bool keep_tfidf = key.tfidf_key.empty();
   GgufWriter w;
   for (const auto& [k, v] : f->metadata())
-    if (k != "general.alignment" && !k.starts_with("clone.router.")) w.set(k, v);
+    if (k != "general.alignment" &&
+        (!k.starts_with("clone.router.") || (keep_tfidf && k.starts_with("clone.router.tfidf."))))
+      w.set(k, v);
   w.set("clone.router.embedder", GgufValue::str(key.embedder));
-  w.set("clone.router.key",
-        GgufValue::arr_f32(std::vector<double>(key.key.begin(), key.key.end())));
+  w.set("clone.router.key", float_array(key.key));
   w.set("clone.router.prompts", GgufValue::u32(static_cast<uint32_t>(key.prompts)));
+  if (!keep_tfidf) {
+    w.set("clone.router.tfidf.idf", float_array(key.tfidf_idf));
+    w.set("clone.router.tfidf.key", float_array(key.tfidf_key));
+  }
   for (const auto& t : f->tensors())
     w.add_tensor(t.name, t.type, t.ne, f->tensor_data(t), t.nbytes);
   w.write(path, f->alignment());
@@ -43,6 +69,41 @@ ExpertKey make_key(Embedder& e, const std::string& data_dir, const std::string& 
                    const Tokenizer& tok, const std::string& tok_source, int64_t n_prompts) {
   const PromptSet p = prompt_set(data_dir, source, "train", tok, tok_source, n_prompts, 64, 0);
   return {e.name(), mean_embedding(e, p.prompts), static_cast<int64_t>(p.prompts.size())};
+}
+
+std::vector<ExpertKey> make_tfidf_keys(const std::string& data_dir,
+                                       const std::vector<std::string>& sources,
+                                       const Tokenizer& tok, const std::string& tok_source,
+                                       int64_t n_prompts) {
+  std::vector<std::vector<std::vector<int32_t>>> prompts;
+  std::vector<std::vector<int32_t>> all;
+  for (const std::string& s : sources) {
+    prompts.push_back(prompt_set(data_dir, s, "train", tok, tok_source, n_prompts, 64, 0).prompts);
+    all.insert(all.end(), prompts.back().begin(), prompts.back().end());
+  }
+  TfIdfEmbedder tfidf(tok.n_vocab(), all);
+  std::vector<ExpertKey> keys;
+  for (const auto& p : prompts) {
+    ExpertKey k;
+    k.tfidf_idf = tfidf.idf();
+    k.tfidf_key = mean_embedding(tfidf, p);
+    keys.push_back(std::move(k));
+  }
+  return keys;
+}
+
+std::vector<ExpertKey> tfidf_router_keys(const std::vector<ExpertKey>& keys) {
+  std::vector<ExpertKey> tf;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i].tfidf_key.empty())
+      fail("expert ", i, " has no TF-IDF router key (`clone lora keys --tfidf` writes the bank's)");
+    if (keys[i].tfidf_idf != keys.front().tfidf_idf)
+      fail("expert ", i,
+           "'s TF-IDF key was fitted on another bank than expert 0's: key them "
+           "together with `clone lora keys --tfidf`");
+    tf.push_back({"tfidf", keys[i].tfidf_key, keys[i].prompts, {}, {}});
+  }
+  return tf;
 }
 
 Mixing mixing_from_name(const std::string& s) {

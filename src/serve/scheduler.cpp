@@ -69,6 +69,17 @@ Scheduler::Scheduler(
     embedder_ = make_hidden_embedder(router_->embedder(), model_, std::max(1, o_.threads));
     embedder_layers_ = static_cast<int>(dynamic_cast<const HiddenEmbedder&>(*embedder_).layers());
   }
+  if (o_.prompt_part_check) {
+    if (o_.prompt_part <= 0 || !router_)
+      fail("serve: checking prompt parts needs prompt parts and experts with router keys");
+    RouterOptions tf_o = o_.router;
+    tf_o.centre = false;  // as `route eval` judged it
+    tfidf_router_ = std::make_unique<Router>(tfidf_router_keys(keys), tf_o);
+    tfidf_ = std::make_unique<TfIdfEmbedder>(keys.front().tfidf_idf);
+    if (tfidf_->dim() != tok_.n_vocab())
+      fail("serve: the experts' TF-IDF keys span ", tfidf_->dim(),
+           " tokens, the model's vocabulary ", tok_.n_vocab());
+  }
   batch_ =
       std::make_unique<Batch>(model_, BatchParams{o_.slots, o_.n_ctx, o_.max_rows, o_.threads});
   if (!o_.length_model.empty())
@@ -183,7 +194,16 @@ std::vector<int64_t> Scheduler::route_parts(Live& l, std::span<const float> embe
     const auto window = segment_window_tokens(p, start, std::min(n, start + o_.prompt_part),
                                               SegmentRoute::Own, 1, tok_.bos());
     const std::vector<double> own = router_->weights(embedder_->embed(window));
-    res.prompt_parts.push_back({start, named(blend_weights(own, whole, o_.prompt_part_blend))});
+    std::vector<double> w;
+    if (tfidf_router_) {
+      const std::vector<double> by_tfidf = tfidf_router_->weights(tfidf_->embed(window));
+      w = same_top_expert({by_tfidf}, {own}).front()
+              ? blend_weights(by_tfidf, whole, o_.prompt_part_blend)
+              : whole;
+    } else {
+      w = blend_weights(own, whole, o_.prompt_part_blend);
+    }
+    res.prompt_parts.push_back({start, named(w)});
     embedded.push_back(std::min(static_cast<int64_t>(window.size()), embedder_->max_tokens()));
   }
   res.weights = res.prompt_parts.back().weights;  // the output continues the last part

@@ -95,6 +95,27 @@ TEST(Router, KeyRoundTripKeepsTheAdapter) {
     EXPECT_EQ(0, std::memcmp(after->tensor_data(t), bytes[i].data(), t.nbytes)) << t.name;
   }
   EXPECT_NO_THROW(LoraAdapter::load(ad, *Model::load(model)));
+  EXPECT_TRUE(back->tfidf_key.empty());
+  // A TF-IDF half is written with the key, and kept when a key without one is written later
+  // (it belongs to the bank the adapter was keyed in).
+  ExpertKey both = key;
+  both.tfidf_idf = {1.5f, 2.0f, 1.0f, 3.0f};
+  both.tfidf_key = {0.0f, 0.6f, 0.8f, 0.0f};
+  write_key(ad, both);
+  ExpertKey newer = key;
+  newer.key = {1.0f, 2.0f, 3.0f};
+  write_key(ad, newer);
+  const auto kept = read_key(*GgufFile::open(ad));
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(kept->key, newer.key);
+  EXPECT_EQ(kept->tfidf_idf, both.tfidf_idf);
+  EXPECT_EQ(kept->tfidf_key, both.tfidf_key);
+  EXPECT_EQ(tfidf_router_keys({*kept})[0].key, both.tfidf_key);
+  EXPECT_THROW(tfidf_router_keys({*kept, key}), Error);  // the second has no TF-IDF half
+  ExpertKey odd = both;
+  odd.tfidf_key.pop_back();
+  EXPECT_THROW(write_key(ad, odd), Error);  // a key of another length than its idf
+  EXPECT_NO_THROW(LoraAdapter::load(ad, *Model::load(model)));
   EXPECT_FALSE(read_key(*GgufFile::open(model)).has_value());
   EXPECT_THROW(write_key(model, key), Error);  // not an adapter
 }

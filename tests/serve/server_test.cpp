@@ -644,6 +644,78 @@ TEST(Server, PromptPartsEqualSwitchingExpertsByHandWhileTheyPrefill) {
   EXPECT_THROW(serve::Scheduler(base(), experts(), keys, bad), Error);
 }
 
+TEST(Server, CheckedPromptPartsMoveOnlyWhereBothRoutersNameTheSameExpert) {
+  const Tokenizer tok = Tokenizer::from_gguf(base()->gguf());
+  auto emb = serve::make_hidden_embedder("hidden:2", base(), 1);
+  std::vector<serve::ExpertKey> keys = one_prompt_keys(tok, *emb);
+  // The TF-IDF halves: idf fitted on the three key prompts, each key its own prompt's.
+  const char* key_prompts[] = {"He that loveth not knoweth not God; for God is love.",
+                               "for (int i = 0; i < n; ++i) sum += a[i];",
+                               "And the LORD spake unto Moses, saying"};
+  std::vector<std::vector<int32_t>> docs;
+  for (const char* k : key_prompts) docs.push_back(tok.encode(k, true));
+  serve::TfIdfEmbedder tfidf(tok.n_vocab(), docs);
+  for (size_t i = 0; i < keys.size(); ++i)
+    keys[i].tfidf_idf = tfidf.idf(), keys[i].tfidf_key = tfidf.embed(docs[i]);
+  serve::SchedulerOptions o = opts();
+  o.router.temperature = 0.05;  // soft enough that the two routers' weights differ
+  o.router.threshold = 0;
+  o.prompt_part = 6;
+  o.prompt_part_blend = 0.75;
+  o.prompt_part_check = true;
+  const std::string prompt =
+      "And the LORD spake unto Moses, saying: he that loveth not knoweth not; sum += God; is "
+      "love for (int i = 0; i < n; the LORD spake a[i] unto";
+  // By hand: a part moves to 0.75 x its TF-IDF weights + 0.25 x the whole prompt's where
+  // both routers give it the same top expert, and keeps the whole prompt's elsewhere.
+  const serve::Router hidden_router(keys, o.router);
+  serve::RouterOptions tf_o = o.router;
+  tf_o.centre = false;
+  const serve::Router tf_router(serve::tfidf_router_keys(keys), tf_o);
+  const std::vector<int32_t> p = tok.encode(prompt, true);
+  const auto n = static_cast<int64_t>(p.size());
+  const std::vector<double> whole = hidden_router.weights(emb->embed(p));
+  std::vector<std::vector<double>> want_w;
+  int moved = 0, kept = 0;
+  for (int64_t start = 0; start < n; start += o.prompt_part) {
+    std::vector<int32_t> own = {tok.bos()};
+    if (start == 0) own.clear();
+    own.insert(own.end(), p.begin() + start, p.begin() + std::min(n, start + o.prompt_part));
+    const std::vector<double> h = hidden_router.weights(emb->embed(own));
+    const std::vector<double> t = tf_router.weights(tfidf.embed(own));
+    const bool same = std::max_element(h.begin(), h.end()) - h.begin() ==
+                      std::max_element(t.begin(), t.end()) - t.begin();
+    std::vector<double> w = whole;
+    if (same)
+      for (size_t i = 0; i < w.size(); ++i) w[i] = 0.75 * t[i] + 0.25 * whole[i];
+    (same ? moved : kept) += 1;
+    want_w.push_back(w);
+  }
+  ASSERT_GT(moved, 0);  // the prompt exercises both branches
+  ASSERT_GT(kept, 0);
+
+  Running r(o, {}, keys);
+  json body = completion(prompt, 4, "auto");
+  auto res = r.post("/v1/completions", body);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json j = json::parse(res->body);
+  const json& parts = j["clone"]["prompt_parts"];
+  ASSERT_EQ(parts.size(), want_w.size());
+  const char* names[] = {"quotes", "code", "scripture"};
+  for (size_t k = 0; k < parts.size(); ++k)
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_NEAR(parts[k]["experts"].value(names[i], 0.0), want_w[k][i], 1e-9)
+          << k << " " << names[i];
+  // Without TF-IDF keys, or with keys fitted on two banks, the check cannot be made.
+  EXPECT_THROW(serve::Scheduler(base(), experts(), one_prompt_keys(tok, *emb), o), Error);
+  std::vector<serve::ExpertKey> two_banks = keys;
+  two_banks[1].tfidf_idf[0] += 1;
+  EXPECT_THROW(serve::Scheduler(base(), experts(), two_banks, o), Error);
+  serve::SchedulerOptions no_parts = o;
+  no_parts.prompt_part = 0;
+  EXPECT_THROW(serve::Scheduler(base(), experts(), keys, no_parts), Error);
+}
+
 TEST(Server, TheLoadGeneratorCountsWhatTheServerServed) {
   Running r(opts(4));
   serve::LoadOptions lo;

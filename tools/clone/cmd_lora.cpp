@@ -29,20 +29,34 @@ struct TrainOpts {
 
 // Writes the router key (serve/router.h) of each adapter, trained on the domain or task its
 // general.name names, into the adapter file.
+// tfidf: also each adapter's TF-IDF key, with the idf fitted on every given adapter's
+// training prompts (one bank); an adapter that has a key by `embedder` already keeps it byte
+// for byte (the router was judged with it) and gets only the TF-IDF half.
 void add_keys(const std::string& base, const std::string& data, const std::string& embedder,
-              int64_t prompts, int threads, const std::vector<std::string>& adapters) {
+              int64_t prompts, int threads, const std::vector<std::string>& adapters,
+              bool tfidf = false) {
   using namespace cln;
   const auto model = Model::load(base);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
   const auto e = serve::make_hidden_embedder(embedder, model, threads);
+  std::vector<std::string> sources;
   for (const std::string& path : adapters) {
-    const auto f = GgufFile::open(path);
     (void)LoraAdapter::load(path, *model);  // it must fit this base
-    const std::string source = f->get_string("general.name");
-    const serve::ExpertKey key = serve::make_key(*e, data, source, tok, base, prompts);
-    serve::write_key(path, key);
-    std::printf("%s: router key (%s, mean of %lld %s prompts) written\n", path.c_str(),
-                key.embedder.c_str(), static_cast<long long>(key.prompts), source.c_str());
+    sources.push_back(GgufFile::open(path)->get_string("general.name"));
+  }
+  const std::vector<serve::ExpertKey> bank =
+      tfidf ? serve::make_tfidf_keys(data, sources, tok, base, prompts)
+            : std::vector<serve::ExpertKey>();
+  for (size_t i = 0; i < adapters.size(); ++i) {
+    const auto had = serve::read_key(*GgufFile::open(adapters[i]));
+    serve::ExpertKey key = tfidf && had && had->embedder == e->name()
+                               ? *had
+                               : serve::make_key(*e, data, sources[i], tok, base, prompts);
+    if (tfidf) key.tfidf_idf = bank[i].tfidf_idf, key.tfidf_key = bank[i].tfidf_key;
+    serve::write_key(adapters[i], key);
+    std::printf("%s: router key (%s%s, mean of %lld %s prompts) written\n", adapters[i].c_str(),
+                key.embedder.c_str(), tfidf ? " and tfidf" : "",
+                static_cast<long long>(key.prompts), sources[i].c_str());
   }
 }
 
@@ -63,6 +77,7 @@ struct KeyOpts {
   std::string base, data = "out/data", embedder = "hidden:4";
   int64_t prompts = 256;
   int threads = 2;
+  bool tfidf = false;
   std::vector<std::string> adapters;
 };
 
@@ -176,6 +191,9 @@ const cln::cli::Register reg{
           ->capture_default_str()
           ->check(CLI::Range(int64_t{1}, int64_t{100000}));
       keys->add_option("--threads", ko->threads, "threads")->capture_default_str();
+      keys->add_flag("--tfidf", ko->tfidf,
+                     "also a TF-IDF key per adapter, the idf fitted on all the given adapters' "
+                     "training prompts (one bank: `clone serve --prompt-part-check` reads it)");
       keys->add_option("adapters", ko->adapters,
                        "adapter GGUF files (named by their domain or task)")
           ->required()
@@ -223,7 +241,8 @@ const cln::cli::Register reg{
       return [o, t, eo, ev, mg, mo, ko, keys] {
         if (t->parsed()) return train(*o);
         if (keys->parsed()) {
-          add_keys(ko->base, ko->data, ko->embedder, ko->prompts, ko->threads, ko->adapters);
+          add_keys(ko->base, ko->data, ko->embedder, ko->prompts, ko->threads, ko->adapters,
+                   ko->tfidf);
           return 0;
         }
         if (ev->parsed()) return eval(*eo);

@@ -126,6 +126,10 @@ const cln::cli::Register reg{
                      "each part's own weights x this + the whole prompt's x (1 - this)")
           ->capture_default_str()
           ->check(CLI::Range(0.0, 1.0));
+      app.add_flag("--prompt-part-check", o->s.prompt_part_check,
+                   "route each part by the experts' TF-IDF keys (`clone lora keys --tfidf`) and "
+                   "move it off the prompt's mixture only where the router's embedding names "
+                   "the same top expert");
       app.add_option("--device", o->s.board.device,
                      "simulate this board (profile name or JSON) under a DVFS controller acting "
                      "at every layer boundary; responses and /metrics carry its time and energy");

@@ -47,6 +47,9 @@ class TfIdfEmbedder : public Embedder {
  public:
   TfIdfEmbedder(int64_t n_vocab, const std::vector<std::vector<int32_t>>& documents,
                 int64_t max_tokens = 256);
+  // With frequencies fitted before (idf(), as ExpertKey::tfidf_idf stores them).
+  explicit TfIdfEmbedder(std::vector<float> idf, int64_t max_tokens = 256);
+  const std::vector<float>& idf() const { return idf_; }
   std::string name() const override { return "tfidf"; }
   int64_t dim() const override { return static_cast<int64_t>(idf_.size()); }
   int64_t max_tokens() const override { return max_tokens_; }

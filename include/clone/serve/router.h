@@ -27,6 +27,10 @@ struct ExpertKey {
   std::string embedder;  // the Embedder::name() it was made with
   std::vector<float> key;
   int64_t prompts = 0;
+  // A second router's, by TF-IDF (both empty where the adapter has none): the inverse
+  // document frequencies fitted on the training prompts of the whole bank the expert was
+  // keyed with (the same in every expert of it) and this expert's key in that space.
+  std::vector<float> tfidf_idf = {}, tfidf_key = {};
 };
 
 // The key stored in an adapter, if any.
@@ -40,6 +44,18 @@ class Embedder;
 // n_prompts of its training prompts (prompts.h), taken by `e`.
 ExpertKey make_key(Embedder& e, const std::string& data_dir, const std::string& source,
                    const Tokenizer& tok, const std::string& tok_source, int64_t n_prompts = 256);
+
+// The TF-IDF router of a bank of experts trained on `sources`: idf fitted on up to n_prompts
+// training prompts of every source together, each source's key the mean TF-IDF embedding of
+// its own (ExpertKey's tfidf_idf and tfidf_key; the other fields empty).
+std::vector<ExpertKey> make_tfidf_keys(const std::string& data_dir,
+                                       const std::vector<std::string>& sources,
+                                       const Tokenizer& tok, const std::string& tok_source,
+                                       int64_t n_prompts = 256);
+// The keys' TF-IDF halves as the keys of a "tfidf" router (every key must have one, all
+// fitted on one bank: else cln::Error naming the expert); TfIdfEmbedder(keys[0].tfidf_idf)
+// embeds the prompts it routes.
+std::vector<ExpertKey> tfidf_router_keys(const std::vector<ExpertKey>& keys);
 
 enum class Mixing { Soft, Top1, Uniform };
 Mixing mixing_from_name(const std::string& s);  // "soft", "top1", "uniform"

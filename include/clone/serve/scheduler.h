@@ -133,6 +133,11 @@ struct SchedulerOptions {
   // mixture for the whole prompt, as the paper; `route eval --segment-route own` measures it).
   int64_t prompt_part = 0;
   double prompt_part_blend = 1.0;
+  // With prompt parts: each part is routed by the experts' TF-IDF keys (ExpertKey::tfidf_key)
+  // instead, and leaves the whole prompt's mixture only where the router's own embedding gives
+  // it the same top expert (two embeddings that err apart; `route eval --segment-embedder
+  // tfidf --segment-cross-check` measures it).
+  bool prompt_part_check = false;
   // A simulated board under a DVFS controller acting at every layer boundary of every pass
   // (dvfs/batch_cosim.h): device, controller, policy_path, corunner, corunner_seed are
   // used; empty device: none.
@@ -189,6 +194,8 @@ class Scheduler {
   std::vector<std::pair<std::string, std::shared_ptr<const LoraAdapter>>> experts_;
   std::unique_ptr<Router> router_;
   std::unique_ptr<Embedder> embedder_;
+  std::unique_ptr<Router> tfidf_router_;  // SchedulerOptions::prompt_part_check
+  std::unique_ptr<TfIdfEmbedder> tfidf_;
   SchedulerOptions o_;
   std::unique_ptr<Batch> batch_;
   std::unique_ptr<dvfs::BatchCoSim> board_;
