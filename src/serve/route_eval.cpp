@@ -255,6 +255,10 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
       const std::vector<bool> same = same_top_expert(ws, others);
       for (size_t i = 0; i < agrees.size(); ++i) agrees[i] = agrees[i] && same[i];
     }
+    if (o.segment_in_whole > 0) {
+      const std::vector<bool> in = top_expert_in_whole(ws, seg_weights(t), o.segment_in_whole);
+      for (size_t i = 0; i < agrees.size(); ++i) agrees[i] = agrees[i] && in[i];
+    }
     for (size_t b = 0; b < o.segment_blends.size(); ++b) {
       std::vector<std::vector<double>> blended;
       for (size_t i = 0; i < ws.size(); ++i)

@@ -266,4 +266,18 @@ std::vector<bool> same_top_expert(const std::vector<std::vector<double>>& a,
   return same;
 }
 
+std::vector<bool> top_expert_in_whole(const std::vector<std::vector<double>>& segments,
+                                      const std::vector<double>& whole, double min_share) {
+  const double total = std::accumulate(whole.begin(), whole.end(), 0.0);
+  if (whole.empty() || !(total > 0)) fail("a whole text with no expert weights");
+  std::vector<bool> in(segments.size());
+  for (size_t i = 0; i < segments.size(); ++i) {
+    if (segments[i].size() != whole.size())
+      fail("segment ", i, ": weights over ", segments[i].size(), " experts, the whole text's over ",
+           whole.size());
+    in[i] = whole[static_cast<size_t>(top_expert(segments[i]))] >= min_share * total;
+  }
+  return in;
+}
+
 }  // namespace cln::serve

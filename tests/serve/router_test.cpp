@@ -257,6 +257,20 @@ TEST(RouteEval, TwoRoutersAgreeWhereTheirTopExpertsAreTheSame) {
   EXPECT_THROW(same_top_expert({{}}, {{}}), cln::Error);          // no experts
 }
 
+TEST(RouteEval, ASegmentIsInTheWholeWhereTheWholeTextLeansToItsTopExpert) {
+  using cln::serve::top_expert_in_whole;
+  // The whole text leans to experts 0 and 2 (weights on any scale: 0.5 and 0.3 of 10).
+  const std::vector<double> whole = {5, 2, 3};
+  const std::vector<double> s0 = {0.6, 0.3, 0.1}, s1 = {0.1, 0.7, 0.2}, s2 = {0.2, 0.3, 0.5};
+  EXPECT_EQ(top_expert_in_whole({s0, s1, s2}, whole, 0.25), (std::vector<bool>{true, false, true}));
+  EXPECT_EQ(top_expert_in_whole({s0, s1, s2}, whole, 0.2), (std::vector<bool>{true, true, true}));
+  EXPECT_EQ(top_expert_in_whole({s0, s1, s2}, whole, 0.4), (std::vector<bool>{true, false, false}));
+  EXPECT_TRUE(top_expert_in_whole({}, whole, 0.1).empty());
+  EXPECT_THROW(top_expert_in_whole({s0}, {1.0, 2.0}, 0.1), cln::Error);  // expert counts differ
+  EXPECT_THROW(top_expert_in_whole({s0}, {0.0, 0.0, 0.0}, 0.1), cln::Error);  // no weight
+  EXPECT_THROW(top_expert_in_whole({}, {}, 0.1), cln::Error);                 // no experts
+}
+
 TEST(RouteEval, TheChosenSettingHasTheSmallestMeanGapToTheRightExpert) {
   using cln::serve::RouteSetResult;
   // A text set (perplexity, lower is better) and a task set (exact match, higher is better).

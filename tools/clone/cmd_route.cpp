@@ -89,6 +89,14 @@ int eval(Opts& o) {
       seg += std::string("; a segment whose top expert by the ") +
              (o.e.segment_embedder == "tfidf" ? "hidden" : "TF-IDF") +
              " embedding differs keeps the request's weights";
+    if (o.e.segment_in_whole > 0) {
+      char in[192];
+      std::snprintf(in, sizeof in,
+                    "; a segment whose top expert holds less than %.3g of the whole text's "
+                    "weights (by the segments' router) keeps the request's weights",
+                    o.e.segment_in_whole);
+      seg += in;
+    }
     seg += ".\n";
   }
   if (o.e.mixed_shift > 0)
@@ -185,6 +193,12 @@ const cln::cli::Register reg{
       ev->add_flag("--segment-cross-check", o->e.segment_cross_check,
                    "a segment keeps the request's weights unless the other embedding (TF-IDF "
                    "for hidden segments, hidden for tfidf) gives it the same top expert");
+      ev->add_option("--segment-in-whole", o->e.segment_in_whole,
+                     "a segment keeps the request's weights unless its top expert holds at "
+                     "least this share of the whole text's weights by the segments' router "
+                     "(0: off)")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 1.0));
       ev->add_option("--segment-embedder", o->e.segment_embedder,
                      "what the segments are routed by: hidden (the experts' keys) or tfidf")
           ->capture_default_str()

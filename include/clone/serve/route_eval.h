@@ -59,6 +59,9 @@ struct RouteEvalOptions {
   // A segment keeps the request's weights unless the other embedding's router (TF-IDF for
   // "hidden" segments, the hidden one for "tfidf") gives it the same top expert.
   bool segment_cross_check = false;
+  // (> 0) A segment keeps the request's weights unless its top expert holds at least this
+  // share of the whole text's weights under the segments' router (top_expert_in_whole).
+  double segment_in_whole = 0;
   // The embedding the segments are routed by: "hidden" (o.embedder, the experts' stored
   // keys) or "tfidf" (the baseline, keyed by the same training prompts), and its softmax
   // temperature (0: o.router's).
