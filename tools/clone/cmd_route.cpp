@@ -73,14 +73,17 @@ int eval(Opts& o) {
       seg +=
           "; gated: a segment whose own top expert is the request's keeps the request's "
           "weights";
-    if (o.e.segment_confidence > 0) {
-      char sure[160];
-      std::snprintf(sure, sizeof sure,
-                    "; a segment whose own top expert holds less than %.3g of its weights keeps "
-                    "the request's weights",
-                    o.e.segment_confidence);
-      seg += sure;
-    }
+    // "; a segment whose <expert> holds less than <share> of <weights> keeps the request's
+    // weights"
+    const auto below = [](const char* expert, double share, const char* weights) {
+      char s[224];
+      std::snprintf(s, sizeof s,
+                    "; a segment whose %s holds less than %.3g of %s keeps the request's weights",
+                    expert, share, weights);
+      return std::string(s);
+    };
+    if (o.e.segment_confidence > 0)
+      seg += below("own top expert", o.e.segment_confidence, "its weights");
     if (o.e.segment_neighbours)
       seg +=
           "; a segment whose own top expert is neither neighbour's keeps the request's "
@@ -89,14 +92,9 @@ int eval(Opts& o) {
       seg += std::string("; a segment whose top expert by the ") +
              (o.e.segment_embedder == "tfidf" ? "hidden" : "TF-IDF") +
              " embedding differs keeps the request's weights";
-    if (o.e.segment_in_whole > 0) {
-      char in[192];
-      std::snprintf(in, sizeof in,
-                    "; a segment whose top expert holds less than %.3g of the whole text's "
-                    "weights (by the segments' router) keeps the request's weights",
-                    o.e.segment_in_whole);
-      seg += in;
-    }
+    if (o.e.segment_in_whole > 0)
+      seg += below("top expert", o.e.segment_in_whole,
+                   "the whole text's weights (by the segments' router)");
     seg += ".\n";
   }
   if (o.e.mixed_shift > 0)
