@@ -131,9 +131,11 @@ std::vector<bool> same_top_expert(const std::vector<std::vector<double>>& a,
                                   const std::vector<std::vector<double>>& b);
 
 // Per segment, whether its top expert holds at least min_share of the whole text's weights
-// (`whole`, one weight per expert, any scale; equal sizes): a segment of a text that mixes two
-// domains names an expert the whole text also leans to, a misrouted segment of a one-domain
-// text mostly one the whole text does not.
+// (`whole`, one weight per expert, any scale; equal sizes). The idea: a segment of a text that
+// mixes two domains names an expert the whole text also leans to, a misrouted segment of a
+// one-domain text one it does not; on the shipped bank computing's misrouted parts name
+// experts its whole texts lean to as well (docs/serve.md), so it is a measurement, not a
+// serving option.
 std::vector<bool> top_expert_in_whole(const std::vector<std::vector<double>>& segments,
                                       const std::vector<double>& whole, double min_share);
 
