@@ -248,7 +248,7 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
       ws.push_back(seg_weights(window));
       if (o.segment_cross_check) others.push_back(other_weights(window));
     }
-    const std::vector<double> request = o.segment_route == SegmentRoute::Own ? whole : ws[0];
+    const std::vector<double> request = o.segment_route == SegmentRoute::Before ? ws[0] : whole;
     std::vector<bool> agrees =
         o.segment_neighbours ? agrees_with_a_neighbour(ws) : std::vector<bool>(ws.size(), true);
     if (o.segment_cross_check) {

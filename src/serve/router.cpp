@@ -204,6 +204,14 @@ std::vector<int32_t> segment_window_tokens(std::span<const int32_t> text, int64_
   const auto n = static_cast<int64_t>(text.size());
   if (start < 0 || end <= start || end > n)
     fail("segment [", start, ", ", end, ") outside a text of ", n, " tokens");
+  if (how == SegmentRoute::Around) {
+    if (window < 0) fail("segment routing window of ", window, " tokens");
+    const int64_t from = start - window, to = std::min(n, end + window);
+    if (from <= 0) return {text.begin(), text.begin() + to};
+    std::vector<int32_t> w = {bos};
+    w.insert(w.end(), text.begin() + from, text.begin() + to);
+    return w;
+  }
   if (start == 0) return {text.begin(), text.begin() + end};
   std::vector<int32_t> w = {bos};
   if (how == SegmentRoute::Own) {

@@ -185,7 +185,7 @@ TEST(RouteEval, ShortDocumentDomainsGetShorterTextsNotFewerItems) {
   EXPECT_EQ(choose_text_length(192, 100, {std::vector<int64_t>{}}), 192);
 }
 
-TEST(RouteEval, SegmentsAreRoutedByTheContextBeforeThemOrByTheirOwnTokens) {
+TEST(RouteEval, SegmentsAreRoutedByTheContextBeforeThemTheirOwnTokensOrBothSides) {
   using cln::serve::segment_window_tokens;
   using cln::serve::SegmentRoute;
   const int32_t bos = 1;
@@ -202,6 +202,16 @@ TEST(RouteEval, SegmentsAreRoutedByTheContextBeforeThemOrByTheirOwnTokens) {
   EXPECT_EQ(segment_window_tokens(t, 8, 9, SegmentRoute::Own, 2, bos), (V{1, 17}));
   EXPECT_THROW(segment_window_tokens(t, 6, 10, SegmentRoute::Own, 2, bos), cln::Error);
   EXPECT_THROW(segment_window_tokens(t, 6, 6, SegmentRoute::Own, 2, bos), cln::Error);
+  // Around: the segment and `window` tokens each side, clipped to the text, BOS once.
+  EXPECT_EQ(segment_window_tokens(t, 4, 6, SegmentRoute::Around, 2, bos),
+            (V{1, 11, 12, 13, 14, 15, 16}));
+  EXPECT_EQ(segment_window_tokens(t, 3, 6, SegmentRoute::Around, 0, bos), (V{1, 12, 13, 14}));
+  EXPECT_EQ(segment_window_tokens(t, 0, 3, SegmentRoute::Around, 2, bos), (V{1, 10, 11, 12, 13}));
+  EXPECT_EQ(segment_window_tokens(t, 2, 4, SegmentRoute::Around, 2, bos),
+            (V{1, 10, 11, 12, 13, 14}));
+  EXPECT_EQ(segment_window_tokens(t, 6, 9, SegmentRoute::Around, 4, bos),
+            (V{1, 11, 12, 13, 14, 15, 16, 17}));
+  EXPECT_THROW(segment_window_tokens(t, 6, 9, SegmentRoute::Around, -1, bos), cln::Error);
 }
 
 TEST(RouteEval, ASegmentsWeightsBlendWithTheRequests) {

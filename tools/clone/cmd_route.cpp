@@ -55,19 +55,31 @@ int eval(Opts& o) {
                 static_cast<long long>(o.e.text_tokens));
   std::string seg;
   if (o.e.segment > 0) {
+    const std::string window = std::to_string(o.e.segment_window);
     seg = "Soft MoE per segment: the text scored in segments of " + std::to_string(o.e.segment) +
-          " tokens, the first under the weights of its own embedding, each later one under "
-          "those of " +
-          (o.e.segment_route == serve::SegmentRoute::Own
-               ? std::string("BOS and its own tokens (a prompt's prefill, which knows its "
-                             "whole text)")
-               : "the " + std::to_string(o.e.segment_window) +
-                     " tokens before it (what a server re-routing a stream would use)") +
-          ", by the " + o.e.segment_embedder + " embedding";
+          " tokens, ";
+    switch (o.e.segment_route) {
+      case serve::SegmentRoute::Own:
+        seg +=
+            "the first under the weights of its own embedding, each later one under those of "
+            "BOS and its own tokens (a prompt's prefill, which knows its whole text)";
+        break;
+      case serve::SegmentRoute::Before:
+        seg +=
+            "the first under the weights of its own embedding, each later one under those of "
+            "the " +
+            window + " tokens before it (what a server re-routing a stream would use)";
+        break;
+      case serve::SegmentRoute::Around:
+        seg += "each under the weights of BOS, its own tokens and the " + window +
+               " tokens on each side of it, as far as the text goes (a prompt's prefill)";
+        break;
+    }
+    seg += ", by the " + o.e.segment_embedder + " embedding";
     if (o.e.segment_blends != std::vector<double>{1.0})
       seg += "; a blend b is b x the segment's weights + (1 - b) x the request's (" +
-             std::string(o.e.segment_route == serve::SegmentRoute::Own ? "the whole text's"
-                                                                       : "its first segment's") +
+             std::string(o.e.segment_route == serve::SegmentRoute::Before ? "its first segment's"
+                                                                          : "the whole text's") +
              ")";
     if (o.e.segment_gated)
       seg +=
@@ -165,12 +177,14 @@ const cln::cli::Register reg{
           ->check(CLI::Range(int64_t{1}, int64_t{4096}));
       ev->add_option("--segment-route", o->e.segment_route,
                      "before: each later segment routed by the window before it (a stream); "
-                     "own: by its own tokens (a prompt's prefill)")
+                     "own: by its own tokens (a prompt's prefill); around: by its own tokens and "
+                     "--segment-window tokens on each side")
           ->capture_default_str()
           ->transform(CLI::CheckedTransformer(
               std::map<std::string, cln::serve::SegmentRoute>{
                   {"before", cln::serve::SegmentRoute::Before},
-                  {"own", cln::serve::SegmentRoute::Own}},
+                  {"own", cln::serve::SegmentRoute::Own},
+                  {"around", cln::serve::SegmentRoute::Around}},
               CLI::ignore_case));
       ev->add_option("--segment-blend", o->e.segment_blends,
                      "weight of each segment's own routing against the request's, one column "

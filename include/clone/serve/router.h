@@ -103,11 +103,13 @@ class Router {
 enum class SegmentRoute {
   Before,  // by BOS and the window of tokens before it: a server re-routing a stream
   Own,     // by BOS and its own tokens: a prompt's prefill, which knows its whole text
+  Around,  // by BOS, its own tokens and the window of tokens on each side (a prefill too)
 };
 
 // The tokens that route the segment [start, end) of `text` (BOS first): the segment itself
 // for the first one (as a prompt is routed) and for Own; for Before, BOS and the `window`
-// tokens before start (never the text's own BOS twice).
+// tokens before start; for Around, the segment widened by `window` tokens on each side, as
+// far as the text goes (the first one too). Never the text's own BOS twice.
 std::vector<int32_t> segment_window_tokens(std::span<const int32_t> text, int64_t start,
                                            int64_t end, SegmentRoute how, int64_t window,
                                            int32_t bos);
