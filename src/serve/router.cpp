@@ -204,22 +204,25 @@ std::vector<int32_t> segment_window_tokens(std::span<const int32_t> text, int64_
   const auto n = static_cast<int64_t>(text.size());
   if (start < 0 || end <= start || end > n)
     fail("segment [", start, ", ", end, ") outside a text of ", n, " tokens");
-  if (how == SegmentRoute::Around) {
-    if (window < 0) fail("segment routing window of ", window, " tokens");
-    const int64_t from = start - window, to = std::min(n, end + window);
-    if (from <= 0) return {text.begin(), text.begin() + to};
-    std::vector<int32_t> w = {bos};
-    w.insert(w.end(), text.begin() + from, text.begin() + to);
-    return w;
+  // The span [from, to) of the text that routes the segment; one that starts at the text's
+  // start carries its own BOS, any other gets one in front.
+  int64_t from = start, to = end;
+  switch (how) {
+    case SegmentRoute::Own:
+      break;
+    case SegmentRoute::Before:
+      if (start == 0) break;  // the first segment is a prompt: its own tokens
+      if (window < 1) fail("segment routing window of ", window, " tokens");
+      from = std::max<int64_t>(1, start - window), to = start;
+      break;
+    case SegmentRoute::Around:
+      if (window < 0) fail("segment routing window of ", window, " tokens");
+      from = start - window, to = std::min(n, end + window);
+      break;
   }
-  if (start == 0) return {text.begin(), text.begin() + end};
+  if (from <= 0) return {text.begin(), text.begin() + to};
   std::vector<int32_t> w = {bos};
-  if (how == SegmentRoute::Own) {
-    w.insert(w.end(), text.begin() + start, text.begin() + end);
-  } else {
-    if (window < 1) fail("segment routing window of ", window, " tokens");
-    w.insert(w.end(), text.begin() + std::max<int64_t>(1, start - window), text.begin() + start);
-  }
+  w.insert(w.end(), text.begin() + from, text.begin() + to);
   return w;
 }
 

@@ -56,19 +56,17 @@ int eval(Opts& o) {
   std::string seg;
   if (o.e.segment > 0) {
     const std::string window = std::to_string(o.e.segment_window);
+    const std::string later =
+        "the first under the weights of its own embedding, each later one under those of ";
     seg = "Soft MoE per segment: the text scored in segments of " + std::to_string(o.e.segment) +
           " tokens, ";
     switch (o.e.segment_route) {
       case serve::SegmentRoute::Own:
-        seg +=
-            "the first under the weights of its own embedding, each later one under those of "
-            "BOS and its own tokens (a prompt's prefill, which knows its whole text)";
+        seg += later + "BOS and its own tokens (a prompt's prefill, which knows its whole text)";
         break;
       case serve::SegmentRoute::Before:
-        seg +=
-            "the first under the weights of its own embedding, each later one under those of "
-            "the " +
-            window + " tokens before it (what a server re-routing a stream would use)";
+        seg += later + "the " + window +
+               " tokens before it (what a server re-routing a stream would use)";
         break;
       case serve::SegmentRoute::Around:
         seg += "each under the weights of BOS, its own tokens and the " + window +

@@ -48,8 +48,8 @@ struct RouteEvalOptions {
   int64_t segment_window = 64;
   SegmentRoute segment_route = SegmentRoute::Before;
   // Each segment's weights blended with the whole request's, lambda * segment + (1 - lambda)
-  // * request (the whole text for Own and Around, its first segment - the prompt - for Before), one
-  // column per lambda; 1: the segment's own weights alone.
+  // * request (the whole text for Own and Around, its first segment - the prompt - for
+  // Before), one column per lambda; 1: the segment's own weights alone.
   std::vector<double> segment_blends = {1.0};
   bool segment_gated = false;     // blend_weights' gate: blend only where the top experts differ
   double segment_confidence = 0;  // blend_weights' min_top: blend only where a segment is sure
