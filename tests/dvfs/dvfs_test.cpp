@@ -117,6 +117,34 @@ TEST(Policies, LoadGovernorRampsAndStaticTakesTheCheapestClock) {
   for (int k = 0; k <= m->max_level(); ++k) EXPECT_LE(energy_at(chosen), energy_at(k)) << k;
 }
 
+// Static moves the clock once, before the prefill, and that move stalls the board (500 us
+// on an Orin NX's GPU without fast switching): on a short request the stall is a large part
+// of the TTFT target, so the prediction it picks the clock by must count it.
+TEST(Policies, StaticCountsTheSwitchItMakesAgainstTheTtftTarget) {
+  device::CostOptions o;
+  const auto m = std::make_shared<const device::CostModel>(
+      device::DeviceProfile::load(src("profiles/orin-nx-16gb.json")), model_preset("base"), o);
+  ASSERT_GT(m->switch_time_s(), 4e-4);
+  const auto run = [&](const std::string& name, const workload::Request& r) {
+    auto pol = make_policy(name, m);
+    device::SimDevice dev(m, device::CorunnerTrace::constant(0));
+    return run_workload(dev, *pol, {r}, {}, {}).front();
+  };
+  const RequestResult top = run("performance", req(0, 128, 64, 1, 1));
+  // TTFT: the top clock's and a third of a stall more; TPOT: twice the top clock's, so a
+  // slower clock is worth taking once the prefill is done.
+  const workload::Request r = req(1, 128, 64, top.ttft_s + m->switch_time_s() / 3, 2 * top.tpot_s);
+  const RequestResult st = run("static", r);
+  EXPECT_TRUE(st.met) << "TTFT " << st.ttft_s << " s against " << r.ttft_target_s << " s";
+  EXPECT_LE(st.energy_j, top.energy_j * (1 + 1e-9));
+  // With the time to switch and prefill at a lower clock, it does move, and saves by it.
+  const workload::Request loose =
+      req(2, 128, 64, 4 * top.ttft_s + m->switch_time_s(), 2 * top.tpot_s);
+  const RequestResult slow = run("static", loose);
+  EXPECT_TRUE(slow.met);
+  EXPECT_LT(slow.energy_j, 0.98 * top.energy_j);
+}
+
 // The oracle against exhaustive search on a problem small enough to enumerate.
 // A decode token's time grows with its position; the estimate a controller plans the rest of
 // a decode with follows it: exact at the first and last token, between them a chord of a
