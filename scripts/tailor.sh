@@ -12,6 +12,12 @@
 #   RECOVER_TEACHER=models/base/model.gguf scripts/tailor.sh  # recovery by distillation
 #   METHODS="search puzzle" scripts/tailor.sh  # recover and score only these methods' bests
 #   RECOVER_LORA_RANK=8 scripts/tailor.sh     # recovery by LoRA then merge
+#   DVFS=learned DVFS_POLICY=models/dvfs/base/orin-nx-16gb.json BOARDS=orin-nx-16gb \
+#     scripts/tailor.sh   # every candidate's request served by a DVFS controller
+#
+# With DVFS (learned, static, mpc, oracle) every candidate's request is served by that
+# controller to a TPOT target at the latency budget (the clock set at each layer boundary)
+# instead of at the top clock; DVFS_POLICY names the learned controller's weights.
 #
 # With SLO_TPOT_MS and SLO_ENERGY_J every board gets the same TPOT target (ms) and request
 # energy budget (J), as one application deployed on several boards would; each board's search
@@ -37,6 +43,8 @@ RECOVER_LORA_RANK=${RECOVER_LORA_RANK:-}
 RECOVER=recover${RECOVER_TEACHER:+-kd}${RECOVER_LORA_RANK:+-lora$RECOVER_LORA_RANK}
 METHODS=${METHODS:-}  # empty: every method with a candidate within the budgets
 THREADS=${THREADS:-2}
+DVFS=${DVFS:-performance}
+DVFS_POLICY=${DVFS_POLICY:-}
 CLONE="$BUILD/bin/clone"
 [ -x "$CLONE" ] || { echo "no $CLONE: build first (scripts/test.sh or cmake --build)" >&2; exit 1; }
 SLO_TPOT_MS=${SLO_TPOT_MS:-}
@@ -77,7 +85,7 @@ table="$OUT/table.md"
     echo "Test perplexity after the same recovery ($RECOVER_STEPS steps of full fine-tuning, lr $RECOVER_LR); the"
   fi
   echo "geometric mean over domains of 256-token windows (up to 32768 tokens per domain, every"
-  echo "prediction scored). TPOT and energy: the device model, chat request, performance governor."
+  echo "prediction scored). TPOT and energy: the device model, chat request, $DVFS${DVFS_POLICY:+ ($DVFS_POLICY)}$([ "$DVFS" = performance ] && echo " governor" || echo " controller to a TPOT target at the budget")."
   echo
   echo "| board | budget | method | candidate | val ppl (no recovery) | TPOT ms | energy J | test ppl (recovered) |"
   echo "|---|---|---|---|---|---|---|---|"
@@ -94,7 +102,8 @@ for b in $BUDGETS; do
     # from its candidates.jsonl with the same result.
     [ -f "$dir/summary.md" ] ||
       "$CLONE" tailor -m "$BASE" --profile "$board" --latency-budget "$lat" --energy-budget "$en" \
-        --recover-steps 0 --data "$DATA" --out "$dir" -t "$THREADS" || status=$?
+        --recover-steps 0 --data "$DATA" --out "$dir" -t "$THREADS" --dvfs "$DVFS" \
+        ${DVFS_POLICY:+--dvfs-policy "$DVFS_POLICY"} || status=$?
     [ "$status" -eq 0 ] || [ "$status" -eq 3 ] || exit "$status"  # 3: nothing within budget
     for model in "$dir"/best-*.gguf; do
       [ -e "$model" ] || continue

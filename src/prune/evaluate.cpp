@@ -28,7 +28,9 @@ DeviceCost device_cost(const ModelConfig& c, const device::DeviceProfile& p, con
   if (!(w.ttft_target_s > 0) || !(w.tpot_target_s > 0))
     fail("device cost under the ", w.dvfs, " DVFS controller: the request needs TTFT and TPOT ",
          "targets (got ", w.ttft_target_s, " s and ", w.tpot_target_s, " s)");
-  const auto policy = dvfs::make_policy(w.dvfs, model);
+  dvfs::PolicyOptions po;
+  po.learned_path = w.dvfs_policy;
+  const auto policy = dvfs::make_policy(w.dvfs, model, po);
   device::SimDevice dev(model, idle);
   workload::Request r;
   r.prompt = w.prompt, r.output = w.output, r.slo = "tailor";

@@ -11,6 +11,7 @@
 
 #include "clone/core/duration.h"
 #include "clone/core/error.h"
+#include "clone/core/hash.h"
 #include "clone/core/plot.h"
 #include "clone/core/rng.h"
 #include "clone/prune/puzzle.h"
@@ -176,6 +177,9 @@ TailorResult tailor(const TailorOptions& o) {
   };
   if (!(o.latency_budget > 0) || !(o.energy_budget > 0))
     fail("tailor: budgets must be positive fractions of the dense model's cost");
+  if (!o.workload.dvfs_policy.empty() && o.workload.dvfs != "learned")
+    fail("tailor: --dvfs-policy gives the learned controller's weights, but the controller is ",
+         o.workload.dvfs, " (add --dvfs learned)");
   fs::create_directories(o.out_dir);
   const auto f = GgufFile::open(o.model);
   const ModelConfig c = ModelConfig::from_gguf(*f);
@@ -223,6 +227,15 @@ TailorResult tailor(const TailorOptions& o) {
               {"validation", {o.val.seq_len, o.val.windows}},
               {"calibration", {o.calib_seqs, o.calib_len, o.seed}}};
   if (opt.workload.dvfs != "performance") run["dvfs"] = opt.workload.dvfs;
+  if (!o.workload.dvfs_policy.empty()) {
+    // The weights by their bytes: retraining them into the same file is another run.
+    std::ifstream in(o.workload.dvfs_policy, std::ios::binary);
+    if (!in) fail("tailor: cannot read the DVFS policy ", o.workload.dvfs_policy);
+    const std::string bytes{std::istreambuf_iterator<char>(in), {}};
+    char h[17];
+    std::snprintf(h, sizeof h, "%016llx", static_cast<unsigned long long>(fnv1a64(bytes)));
+    run["dvfs_policy"] = {fs::absolute(o.workload.dvfs_policy).string(), h};
+  }
   Evaluator ev(opt, *f, c, units, profile, run);
 
   TailorResult res;
@@ -444,8 +457,9 @@ void write_report(const TailorOptions& o, const TailorResult& r) {
   if (o.workload.dvfs == "performance")
     md << " Candidates: the request at the top clock (performance governor).\n\n";
   else
-    md << " Candidates: the request served by the " << o.workload.dvfs
-       << " DVFS controller to a TPOT target at the budget and a TTFT target at the dense "
+    md << " Candidates: the request served by the " << o.workload.dvfs << " DVFS controller"
+       << (o.workload.dvfs_policy.empty() ? "" : " (weights " + o.workload.dvfs_policy + ")")
+       << " to a TPOT target at the budget and a TTFT target at the dense "
           "model's own (the clock set at every layer boundary).\n\n";
   std::snprintf(b, sizeof b, "**Best: %s** (%s): perplexity %.3f, TPOT %.3f ms, energy %.4f J.\n\n",
                 r.best.source.c_str(),

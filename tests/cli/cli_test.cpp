@@ -319,6 +319,22 @@ TEST_F(Cli, PruneWritesAModelThatRunsAndRefusesBadRequests) {
   EXPECT_EQ(count("| no "), 2u) << out_;
   EXPECT_NE(run("device cost -m " + pruned + " --latency-budget 0.5"), 0);
   EXPECT_NE(err_.find("give --dense"), std::string::npos) << err_;
+  // A learned controller trained for this model's own shape (the file, not a preset) serves
+  // the cut model's request; its weights given to another controller are an error.
+  const std::string policy = (dir_ / "policy.json").string();
+  ASSERT_EQ(run("dvfs train --profile orin-nx-16gb --model " + model +
+                " --requests 1 --rounds 1 --epochs 2 --out " + policy),
+            0)
+      << err_;
+  EXPECT_NE(out_.find("training DVFS MLP for orin-nx-16gb / "), std::string::npos) << out_;
+  const std::string learned = "device cost -m " + pruned + " --profile orin-nx-16gb --dense " +
+                              model + " --latency-budget 1 --energy-budget 1 --dvfs-policy " +
+                              policy;
+  ASSERT_EQ(run(learned + " --dvfs learned"), 0) << err_;
+  EXPECT_EQ(count("| yes "), 1u) << out_;
+  EXPECT_NE(run(learned + " --dvfs static"), 0);
+  EXPECT_NE(err_.find("but the controller is static (add --dvfs learned)"), std::string::npos)
+      << err_;
 }
 
 TEST_F(Cli, SimChoosesThePowerModePerRequestAndNamesBadModes) {

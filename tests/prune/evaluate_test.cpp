@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "clone/core/error.h"
+#include "clone/core/resources.h"
 #include "clone/data/tokenizer_train.h"
 #include "clone/engine/presets.h"
 #include "clone/prune/evaluate.h"
@@ -78,6 +79,31 @@ TEST(Evaluate, UnderADvfsControllerSlackBecomesEnergy) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("needs TTFT and TPOT targets"), std::string::npos)
         << e.what();
+  }
+}
+
+// The learned controller plays the weights it is given: the ones trained for the shipped
+// base model's shape (models/dvfs/base/) serve a cut base model otherwise than the profile's
+// default (trained for Gemma-2B's shape), and a missing file is named.
+TEST(Evaluate, TheLearnedControllerPlaysTheWeightsItIsGiven) {
+  const auto nx = device::DeviceProfile::find("orin-nx-16gb");
+  const ModelConfig dense = model_preset("base");
+  ModelConfig cut = dense;
+  for (auto& l : cut.layers) l.n_ff /= 2;
+  const DeviceCost d = device_cost(dense, nx, {});
+  Workload w;
+  w.dvfs = "learned", w.ttft_target_s = d.ttft_s, w.tpot_target_s = 0.9 * d.tpot_s;
+  const DeviceCost shipped = device_cost(cut, nx, w);
+  w.dvfs_policy = resource_path(Resource::Models, "dvfs/base/orin-nx-16gb.json");
+  const DeviceCost own = device_cost(cut, nx, w);
+  EXPECT_NE(own.energy_j, shipped.energy_j);
+  EXPECT_LE(own.tpot_s, w.tpot_target_s * (1 + 1e-6));
+  w.dvfs_policy = data::testing::temp_dir("evaluate-policy") + "/none.json";
+  try {
+    device_cost(cut, nx, w);
+    ADD_FAILURE() << "a missing policy file accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("none.json"), std::string::npos) << e.what();
   }
 }
 

@@ -159,6 +159,11 @@ int cost(const Opts& o) {
         "device cost: --latency-budget and --energy-budget are shares of the dense model's "
         "cost: give --dense");
   const bool controlled = o.workload.dvfs != "performance";
+  if (!o.workload.dvfs_policy.empty() && o.workload.dvfs != "learned")
+    fail(
+        "device cost: --dvfs-policy gives the learned controller's weights, but the controller "
+        "is ",
+        o.workload.dvfs, " (add --dvfs learned)");
   if (controlled && !(budgets && o.latency_budget > 0))
     fail("device cost: --dvfs ", o.workload.dvfs,
          " serves the request to a TPOT target at the latency budget: give --dense and "
@@ -255,6 +260,10 @@ const cli::Register reg{
                     "static, mpc, oracle: to a TPOT target at --latency-budget)")
           ->capture_default_str()
           ->check(CLI::IsMember({"performance", "learned", "static", "mpc", "oracle"}));
+      k->add_option("--dvfs-policy", o->workload.dvfs_policy,
+                    "the learned controller's weights (clone dvfs train --out); default: the "
+                    "profile's shipped ones")
+          ->check(CLI::ExistingFile);
       k->add_option("--dense", o->dense, "the dense model the budgets are shares of")
           ->check(CLI::ExistingFile);
       k->add_option("--latency-budget", o->latency_budget, "TPOT budget, share of the dense's")

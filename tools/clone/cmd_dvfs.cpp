@@ -8,6 +8,7 @@
 #include "clone/device/cost_model.h"
 #include "clone/dvfs/train.h"
 #include "clone/engine/presets.h"
+#include "clone/gguf/gguf.h"
 #include "common.h"
 #include "subcommand.h"
 
@@ -22,7 +23,10 @@ struct Opts {
 
 int train(Opts& o) {
   auto prof = device::DeviceProfile::find(o.profile);
-  auto mc = model_preset(o.model);
+  // A preset's shape, or a model file's (a pruned or trained GGUF: per-layer shapes and all).
+  const bool file = o.model.ends_with(".gguf");
+  ModelConfig mc = file ? ModelConfig::from_gguf(*GgufFile::open(o.model)) : model_preset(o.model);
+  if (file && mc.name.empty()) mc.name = o.model;
   if (!o.mode.empty()) (void)prof.mode(o.mode);  // an error naming the profile's modes
   o.t.mode = o.mode;
   const std::string stem = prof.name + (o.mode.empty() ? "" : "." + o.mode);
@@ -62,7 +66,9 @@ const cli::Register reg{
       auto* t = app.add_subcommand(
           "train", "train the MLP controller by DAgger imitation of the MPC teacher");
       t->add_option("--profile", o->profile, "device profile")->capture_default_str();
-      t->add_option("--model", o->model, "model shape preset")->capture_default_str();
+      t->add_option("--model", o->model,
+                    "model shape: a preset (gemma-2b, llama2-7b, tinyllama-1.1b, base) or a .gguf")
+          ->capture_default_str();
       t->add_option("--mode", o->mode,
                     "train in one of the profile's power modes (weights <profile>.<mode>.json, "
                     "which the learned policy then uses in that mode)");

@@ -52,6 +52,10 @@ const cln::cli::Register reg{
                      "clock; learned, static, mpc, oracle: to a TPOT target at the budget)")
           ->capture_default_str()
           ->check(CLI::IsMember({"performance", "learned", "static", "mpc", "oracle"}));
+      app.add_option("--dvfs-policy", o->t.workload.dvfs_policy,
+                     "the learned controller's weights (clone dvfs train --out); default: the "
+                     "profile's shipped ones")
+          ->check(CLI::ExistingFile);
       app.add_option("--units", o->units,
                      "importance that picks the units: taylor, wanda, magnitude")
           ->capture_default_str()

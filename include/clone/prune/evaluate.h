@@ -27,6 +27,9 @@ struct Workload {
   std::string name = "chat";
   int64_t prompt = 128, output = 242;  // the paper's chatbot request (128 in, 242 out)
   std::string dvfs = "performance";
+  // The learned controller's weights (`clone dvfs train --out`); empty: the profile's shipped
+  // ones (trained for Gemma-2B's shape).
+  std::string dvfs_policy;
   double ttft_target_s = 0, tpot_target_s = 0;  // the SLO (needed unless dvfs is performance)
 };
 
