@@ -14,6 +14,7 @@ struct Ratios {
   static Ratios uniform(int64_t n_layer, double r);
   // Throws naming the layer when a ratio is outside [0, 1], or the length is wrong.
   void validate(const ModelConfig& c) const;
+  bool operator==(const Ratios&) const = default;
 };
 
 // Per layer: the FFN keeps its round((1 - r) n_ff) best channels; attention keeps g KV
