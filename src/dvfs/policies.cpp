@@ -93,17 +93,16 @@ int safe_level(const CostModel& m, const State& s, int k) {
   return k;
 }
 
-int mpc_level(const CostModel& m, const State& s) {
-  int top = m.max_level();
-  double budget = usable_budget(m, s);
-  if (budget <= 0) return top;
-  int nl = m.n_layer();
-  int L = top + 1;
-  // Groups of identical remaining passes: (work, multiplicity).
-  struct Group {
-    device::Work w;
-    double mult;
-  };
+namespace {
+
+// The rest of the phase as groups of identical passes: (work, multiplicity), this layer
+// first.
+struct Group {
+  device::Work w;
+  double mult;
+};
+std::vector<Group> remaining_groups(const CostModel& m, const State& s) {
+  const int nl = m.n_layer();
   std::vector<Group> g;
   for (int l = s.layer; l <= nl; ++l) g.push_back({m.work(l, s.phase, s.pos, s.n_tokens), 1});
   if (s.phase == Phase::Prefill) {
@@ -118,6 +117,26 @@ int mpc_level(const CostModel& m, const State& s) {
       for (int l = 0; l <= nl; ++l) g.push_back({m.work(l, Phase::Decode, mid, 1), more});
     }
   }
+  return g;
+}
+
+}  // namespace
+
+device::Cost remaining_at(const CostModel& m, const State& s, int level) {
+  device::Cost c;
+  for (const Group& x : remaining_groups(m, s)) {
+    const device::Cost k = m.cost(x.w, level, std::max(s.corunner, s.corunner_ahead));
+    c.time_s += x.mult * k.time_s, c.energy_j += x.mult * k.energy_j;
+  }
+  return c;
+}
+
+int mpc_level(const CostModel& m, const State& s) {
+  int top = m.max_level();
+  double budget = usable_budget(m, s);
+  if (budget <= 0) return top;
+  int L = top + 1;
+  const std::vector<Group> g = remaining_groups(m, s);
   std::vector<double> t(g.size() * static_cast<size_t>(L)), e(t.size());
   for (size_t i = 0; i < g.size(); ++i)
     for (int k = 0; k < L; ++k) {
@@ -324,7 +343,19 @@ class Learned : public Policy {
       if (std::abs(lv[static_cast<size_t>(k)].mhz - f) <
           std::abs(lv[static_cast<size_t>(best)].mhz - f))
         best = k;
-    return safe_level(*m_, s, best);
+    const int k = safe_level(*m_, s, best);
+    // A clock change stalls the board (500 us on an Orin's GPU without the SFU, half a token
+    // of a 6 M-parameter model). A move up is for time and is taken; a move down only to
+    // a clock that can be held for the rest of the phase the controller plans over, the
+    // stall included, and that costs less there, the change included: not to a clock the
+    // guard must leave again a layer later.
+    if (k >= s.level) return k;
+    const device::Cost hold = remaining_at(*m_, s, s.level), move = remaining_at(*m_, s, k);
+    const double sw_t = m_->switch_time_s();
+    const bool move_fits = move.time_s + sw_t <= usable_budget(*m_, s);
+    const bool move_pays =
+        move.energy_j + m_->switch_energy_j() + sw_t * m_->board_idle_w() < hold.energy_j;
+    return move_fits && move_pays ? k : s.level;
   }
 
  private:

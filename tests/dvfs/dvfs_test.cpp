@@ -534,6 +534,44 @@ TEST(Learned, ALengthReserveScalesEveryPredictionByItsOwnError) {
   }
 }
 
+// On a small cut model a token takes about a millisecond and a clock change on an Orin NX's
+// GPU stalls the board 500 us: the learned controller must not move down to a clock that
+// its guard has to leave a layer later (it did: 25 changes in one request, 12% over the
+// oracle's energy on the tailoring search's pick).
+TEST(Learned, MovesTheClockDownOnlyToOneItCanHold) {
+  ModelConfig cut = model_preset("base");
+  for (size_t l = 0; l < cut.layers.size(); ++l) {
+    if (l % 3 == 0) cut.layers[l].n_head = 0, cut.layers[l].n_head_kv = 0;
+    cut.layers[l].n_ff = l % 2 ? 320 : 640;
+  }
+  const auto m = std::make_shared<const device::CostModel>(
+      device::DeviceProfile::load(src("profiles/orin-nx-16gb.json")), cut);
+  ASSERT_GT(m->switch_time_s(), 4e-4);
+  PolicyOptions po;
+  po.learned_path = src("models/dvfs/base/orin-nx-16gb.json");
+  const auto run = [&](const std::string& name, double tpot_scale) {
+    auto top = make_policy("performance", m);
+    device::SimDevice d0(m, device::CorunnerTrace::constant(0));
+    const RequestResult t = run_workload(d0, *top, {req(0, 128, 242, 1, 1)}, {}, {}).front();
+    auto pol = make_policy(name, m, po);
+    device::SimDevice d(m, device::CorunnerTrace::constant(0));
+    const RequestResult r =
+        run_workload(d, *pol, {req(1, 128, 242, 1.5 * t.ttft_s, tpot_scale * t.tpot_s)}, {}, {})
+            .front();
+    return std::pair{r, d.switches()};
+  };
+  for (double slack : {1.05, 1.13, 1.3}) {
+    const auto [learned, switches] = run("learned", slack);
+    const auto [oracle, oracle_switches] = run("oracle", slack);
+    EXPECT_LE(oracle_switches, 3) << slack;
+    EXPECT_TRUE(learned.met) << slack;
+    // Without the rule: 30 and 73 changes, 12.9% and 19% over the oracle at slack 1.05 and
+    // 1.13; with it 7-8 changes, 8.4% and 5.4% (the oracle changes once or twice).
+    EXPECT_LE(switches, 10) << slack;
+    EXPECT_LE(learned.energy_j, 1.09 * oracle.energy_j) << slack;
+  }
+}
+
 // Told of 4x the tokens that come, the learned controller spends the early ones slowly and
 // misses the mean-TPOT target when the output ends; planned over a short horizon it keeps the
 // running mean near the target whatever the length. The state it is told says so.
@@ -562,8 +600,11 @@ TEST(Learned, AShortDecodeHorizonKeepsOverPredictedRequestsInTime) {
     return misses;
   };
   const int whole = run(0), short_h = run(16);
-  EXPECT_GE(whole, 5) << "over-prediction no longer costs the whole-length plan anything";
-  EXPECT_LE(short_h, whole / 4) << whole << " misses planned over the whole prediction";
+  // (Since the controller moves the clock down only to one it can hold for the rest of what
+  // it plans over, the whole-length plan misses 2 here, not 5 or more: told of 4x the
+  // tokens, it seldom finds a lower clock it could hold that long.)
+  EXPECT_GE(whole, 2) << "over-prediction no longer costs the whole-length plan anything";
+  EXPECT_EQ(short_h, 0) << whole << " misses planned over the whole prediction";
   // What the controller is told: never more than the horizon left.
   struct Recorder : Policy {
     int top = 0;
