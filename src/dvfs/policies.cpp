@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
 
 #include "clone/core/error.h"
 #include "clone/core/resources.h"
@@ -130,6 +131,61 @@ device::Cost remaining_at(const CostModel& m, const State& s, int level) {
   }
   return c;
 }
+
+namespace {
+
+// remaining_at, memoized for the layers of one pass: the pass's per-layer costs at a level
+// and the later passes' total are kept while the pass, the plan's length and the load stay
+// the same, so each later layer of the pass costs a lookup. Same sums, same order of
+// addition as remaining_at, so the same decisions.
+class RestCosts {
+ public:
+  device::Cost at(const CostModel& m, const State& s, int level) {
+    const Key key{s.phase,
+                  s.pos,
+                  s.n_tokens,
+                  s.prompt,
+                  s.predicted_remaining,
+                  std::max(s.corunner, s.corunner_ahead)};
+    if (!(key == key_)) key_ = key, by_level_.clear();
+    Pass& p = by_level_[level];
+    if (p.layer.empty()) {
+      const int nl = m.n_layer();
+      State first = s;
+      first.layer = 0;
+      const std::vector<Group> g = remaining_groups(m, first);
+      for (size_t i = 0; i < g.size(); ++i) {
+        const device::Cost k = m.cost(g[i].w, level, key.load);
+        const device::Cost c{g[i].mult * k.time_s, g[i].mult * k.energy_j};
+        if (i <= static_cast<size_t>(nl))
+          p.layer.push_back(c);
+        else
+          p.later.push_back(c);
+      }
+    }
+    // Summed as remaining_at does: this pass's layers from s.layer, then the later ones.
+    device::Cost c;
+    for (size_t i = static_cast<size_t>(s.layer); i < p.layer.size(); ++i)
+      c.time_s += p.layer[i].time_s, c.energy_j += p.layer[i].energy_j;
+    for (const device::Cost& x : p.later) c.time_s += x.time_s, c.energy_j += x.energy_j;
+    return c;
+  }
+
+ private:
+  struct Key {
+    Phase phase = Phase::Prefill;
+    int64_t pos = -1, n_tokens = 0, prompt = 0, remaining = 0;
+    double load = -1;
+    bool operator==(const Key&) const = default;
+  };
+  struct Pass {
+    std::vector<device::Cost> layer, later;
+  };
+  Key key_;
+  std::map<int, Pass> by_level_;
+};
+
+}  // namespace
 
 int mpc_level(const CostModel& m, const State& s) {
   int top = m.max_level();
@@ -350,7 +406,7 @@ class Learned : public Policy {
     // stall included, and that costs less there, the change included: not to a clock the
     // guard must leave again a layer later.
     if (k >= s.level) return k;
-    const device::Cost hold = remaining_at(*m_, s, s.level), move = remaining_at(*m_, s, k);
+    const device::Cost hold = rest_.at(*m_, s, s.level), move = rest_.at(*m_, s, k);
     const double sw_t = m_->switch_time_s();
     const bool move_fits = move.time_s + sw_t <= usable_budget(*m_, s);
     const bool move_pays =
@@ -361,6 +417,7 @@ class Learned : public Policy {
  private:
   std::shared_ptr<const CostModel> m_;
   Mlp net_;
+  RestCosts rest_;
 };
 
 }  // namespace
