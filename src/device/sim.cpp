@@ -16,7 +16,7 @@ void SimDevice::set_level(int i) {
   level_ = i;
   ++switches_;
   now_ += model_->switch_time_s();
-  energy_ += model_->switch_energy_j() + model_->switch_time_s() * model_->board_idle_w();
+  energy_ += model_->switch_cost_j();
 }
 
 void SimDevice::set_model(std::shared_ptr<const CostModel> m, double switch_s, double switch_j) {

@@ -214,7 +214,7 @@ void Oracle::begin(const RequestInfo& r, const device::SimDevice* sim) {
   for (size_t i = 0; i < N; ++i)
     work[i] = dm.work(nodes_[i].layer, nodes_[i].phase, nodes_[i].pos, nodes_[i].n_tokens);
   double sw_t = dm.switch_time_s();
-  double sw_e = dm.switch_energy_j() + sw_t * dm.board_idle_w();
+  double sw_e = dm.switch_cost_j();
   plan_.assign(N, L_ - 1);
   std::vector<int> fast(N, L_ - 1);
   // The cost of every node at every level, at the times the nodes start under plan p (the

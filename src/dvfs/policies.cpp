@@ -121,23 +121,10 @@ std::vector<Group> remaining_groups(const CostModel& m, const State& s) {
   return g;
 }
 
-}  // namespace
-
-device::Cost remaining_at(const CostModel& m, const State& s, int level) {
-  device::Cost c;
-  for (const Group& x : remaining_groups(m, s)) {
-    const device::Cost k = m.cost(x.w, level, std::max(s.corunner, s.corunner_ahead));
-    c.time_s += x.mult * k.time_s, c.energy_j += x.mult * k.energy_j;
-  }
-  return c;
-}
-
-namespace {
-
-// remaining_at, memoized for the layers of one pass: the pass's per-layer costs at a level
-// and the later passes' total are kept while the pass, the plan's length and the load stay
-// the same, so each later layer of the pass costs a lookup. Same sums, same order of
-// addition as remaining_at, so the same decisions.
+// The time and energy of the rest of the phase the controller plans over (this layer on,
+// the decode to its horizon) with the clock held at one level throughout. The pass's
+// per-layer costs at a level and the later passes' are kept while the pass, the plan's
+// length and the load stay the same, so each later layer of the pass costs a lookup.
 class RestCosts {
  public:
   device::Cost at(const CostModel& m, const State& s, int level) {
@@ -163,7 +150,7 @@ class RestCosts {
           p.later.push_back(c);
       }
     }
-    // Summed as remaining_at does: this pass's layers from s.layer, then the later ones.
+    // This pass's layers from s.layer, then the later passes.
     device::Cost c;
     for (size_t i = static_cast<size_t>(s.layer); i < p.layer.size(); ++i)
       c.time_s += p.layer[i].time_s, c.energy_j += p.layer[i].energy_j;
@@ -318,8 +305,7 @@ class StaticPerRequest : public Policy {
     // prompt and a board without fast switching (500 us on an Orin's GPU) that stall alone
     // can spend the TTFT target.
     const int now = sim ? sim->level() : m_->max_level();
-    const double sw_t = m_->switch_time_s(),
-                 sw_e = m_->switch_energy_j() + sw_t * m_->board_idle_w();
+    const double sw_t = m_->switch_time_s(), sw_e = m_->switch_cost_j();
     level_ = now;
     double best = std::numeric_limits<double>::infinity();
     for (int k = 0; k <= m_->max_level(); ++k) {
@@ -409,8 +395,7 @@ class Learned : public Policy {
     const device::Cost hold = rest_.at(*m_, s, s.level), move = rest_.at(*m_, s, k);
     const double sw_t = m_->switch_time_s();
     const bool move_fits = move.time_s + sw_t <= usable_budget(*m_, s);
-    const bool move_pays =
-        move.energy_j + m_->switch_energy_j() + sw_t * m_->board_idle_w() < hold.energy_j;
+    const bool move_pays = move.energy_j + m_->switch_cost_j() < hold.energy_j;
     return move_fits && move_pays ? k : s.level;
   }
 

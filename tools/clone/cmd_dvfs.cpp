@@ -7,8 +7,6 @@
 #include "clone/core/error.h"
 #include "clone/device/cost_model.h"
 #include "clone/dvfs/train.h"
-#include "clone/engine/presets.h"
-#include "clone/gguf/gguf.h"
 #include "common.h"
 #include "subcommand.h"
 
@@ -23,10 +21,8 @@ struct Opts {
 
 int train(Opts& o) {
   auto prof = device::DeviceProfile::find(o.profile);
-  // A preset's shape, or a model file's (a pruned or trained GGUF: per-layer shapes and all).
-  const bool file = o.model.ends_with(".gguf");
-  ModelConfig mc = file ? ModelConfig::from_gguf(*GgufFile::open(o.model)) : model_preset(o.model);
-  if (file && mc.name.empty()) mc.name = o.model;
+  ModelConfig mc = cli::model_shape(o.model);
+  if (mc.name.empty()) mc.name = o.model;        // a GGUF without general.name
   if (!o.mode.empty()) (void)prof.mode(o.mode);  // an error naming the profile's modes
   o.t.mode = o.mode;
   const std::string stem = prof.name + (o.mode.empty() ? "" : "." + o.mode);

@@ -10,8 +10,6 @@
 #include "clone/dvfs/report.h"
 #include "clone/dvfs/runner.h"
 #include "clone/engine/model_config.h"
-#include "clone/engine/presets.h"
-#include "clone/gguf/gguf.h"
 #include "clone/workload/replay.h"
 #include "common.h"
 #include "subcommand.h"
@@ -40,11 +38,6 @@ struct Opts {
   std::string timeline_corunner;
 };
 
-ModelConfig load_model(const std::string& m) {
-  if (m.ends_with(".gguf")) return ModelConfig::from_gguf(*GgufFile::open(m));
-  return model_preset(m);
-}
-
 std::vector<bool> switch_values(const std::string& v) {
   if (v == "both") return {false, true};
   return {v == "on"};
@@ -52,7 +45,7 @@ std::vector<bool> switch_values(const std::string& v) {
 
 int run(const Opts& o) {
   auto prof = device::DeviceProfile::find(o.profile);
-  ModelConfig mc = load_model(o.model);
+  ModelConfig mc = cli::model_shape(o.model);
   auto reqs = workload::load_workload(o.workload, o.requests, o.seed, o.slo_scale);
   if (o.lora_bank > 0 && o.experts <= 0)
     fail("--lora-bank needs --lora-experts (active experts per pass) > 0");

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "clone/core/error.h"
+#include "clone/engine/presets.h"
 #include "clone/gguf/gguf.h"
 
 namespace cln::cli {
@@ -67,6 +68,12 @@ void write_text_file(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
   f << text;
   if (!f) fail("cannot write ", path);
+}
+
+ModelConfig model_shape(const std::string& preset_or_gguf) {
+  if (preset_or_gguf.ends_with(".gguf"))
+    return ModelConfig::from_gguf(*GgufFile::open(preset_or_gguf));
+  return model_preset(preset_or_gguf);
 }
 
 std::string read_text_file(const std::string& path) {

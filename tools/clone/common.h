@@ -37,6 +37,9 @@ Experts load_experts(const std::vector<std::string>& specs, const Model& model, 
 std::vector<int32_t> read_ids_file(const std::string& path);
 
 std::string read_text_file(const std::string& path);
+// A model's shape from a preset name (engine/presets.h) or a .gguf file's metadata (a pruned
+// or trained model: per-layer shapes and all).
+ModelConfig model_shape(const std::string& preset_or_gguf);
 // Writes text to path (a report); throws cln::Error naming the path if it cannot.
 void write_text_file(const std::string& path, const std::string& text);
 

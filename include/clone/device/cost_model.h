@@ -82,6 +82,9 @@ class CostModel {
 
   double switch_time_s() const;
   double switch_energy_j() const;
+  // What one clock change costs in energy: its own plus the board's idle draw over the
+  // stall (what SimDevice charges for it).
+  double switch_cost_j() const { return switch_energy_j() + switch_time_s() * board_idle_w(); }
   // Loading the request's expert set: from storage without the LPU, a swap with it.
   double expert_swap_s() const;
   double expert_swap_j() const;

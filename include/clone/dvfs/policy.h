@@ -134,9 +134,6 @@ SingleClock predict_single_clock(const device::CostModel& m, int level, const Re
 // The MPC teacher's choice for one state (also used to label training data): minimise
 // the phase's remaining energy subject to its remaining budget, co-runner held at s.corunner.
 int mpc_level(const device::CostModel& m, const State& s);
-// The time and energy of the rest of the phase the controller plans over (this layer on,
-// the decode to its horizon) with the clock held at `level` throughout.
-device::Cost remaining_at(const device::CostModel& m, const State& s, int level);
 // The budget online controllers plan against: budget_left less a small reserve.
 double usable_budget(const device::CostModel& m, const State& s);
 // The lowest level >= k after which the top clock could still finish the phase in budget
