@@ -5,6 +5,7 @@
 #include <iomanip>
 
 #include "clone/core/error.h"
+#include "clone/core/resources.h"
 
 namespace cln::dvfs {
 
@@ -118,6 +119,14 @@ std::string CoSim::summary_line(const RequestResult& r) const {
                 r.feasible ? "" : " (infeasible: the top clock cannot meet it either)",
                 static_cast<long long>(r.switches));
   std::string line = buf;
+  if (opt_.controller == "learned") {
+    // Which weights: the default ones depend on the model's shape (default_learned_path).
+    std::string w = opt_.policy_path.empty() ? default_learned_path(*model_) : opt_.policy_path;
+    const std::string models = resource_dir(Resource::Models) + "/";
+    if (opt_.policy_path.empty() && w.starts_with(models))
+      w = "<models>/" + w.substr(models.size());
+    line += " | learned weights " + w;
+  }
   if (!mode_.empty()) line += " | power mode " + mode_;
   if (measured_) {
     std::snprintf(buf, sizeof buf, " | measured on %s: %.1f ms, %.4f J", measured_->board.c_str(),

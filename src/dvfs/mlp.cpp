@@ -106,4 +106,22 @@ Mlp Mlp::load(const std::string& path) {
   return m;
 }
 
+MlpMeta load_mlp_meta(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("cannot open DVFS policy ", path);
+  MlpMeta meta;
+  try {
+    const auto j = nlohmann::json::parse(in);
+    if (!j.contains("meta") || !j.at("meta").is_object()) return meta;
+    const auto& m = j.at("meta");
+    meta.profile = m.value("profile", "");
+    meta.mode = m.value("mode", "");
+    meta.model = m.value("model", "");
+    meta.model_params = m.value("model_params", int64_t{0});
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, ": meta: ", e.what());
+  }
+  return meta;
+}
+
 }  // namespace cln::dvfs

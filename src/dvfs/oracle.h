@@ -9,6 +9,5 @@ namespace cln::dvfs {
 
 std::unique_ptr<Policy> make_oracle(std::shared_ptr<const device::CostModel> model,
                                     int64_t n_batch);
-std::string default_learned_path(const device::CostModel& m);
 
 }  // namespace cln::dvfs

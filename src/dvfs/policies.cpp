@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "clone/core/error.h"
 #include "clone/core/resources.h"
@@ -408,13 +410,36 @@ class Learned : public Policy {
 }  // namespace
 
 std::string default_learned_path(const CostModel& m) {
-  // Weights trained in the model's power mode when there are some, else the profile's.
-  if (!m.options().mode.empty()) {
-    const std::string in_mode = resource_path(
-        Resource::Models, "dvfs/" + m.profile().name + "." + m.options().mode + ".json");
-    if (std::filesystem::exists(in_mode)) return in_mode;
+  namespace fs = std::filesystem;
+  const std::string dir = resource_path(Resource::Models, "dvfs");
+  std::vector<std::string> folders{dir};
+  if (fs::is_directory(dir)) {
+    std::vector<std::string> subs;
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.is_directory()) subs.push_back(e.path().string());
+    std::sort(subs.begin(), subs.end());
+    folders.insert(folders.end(), subs.begin(), subs.end());
   }
-  return resource_path(Resource::Models, "dvfs/" + m.profile().name + ".json");
+  auto named = [&](const std::string& file) {
+    std::vector<std::string> found;
+    for (const auto& f : folders)
+      if (fs::exists(f + "/" + file)) found.push_back(f + "/" + file);
+    return found;
+  };
+  std::vector<std::string> cands;
+  if (!m.options().mode.empty()) cands = named(m.profile().name + "." + m.options().mode + ".json");
+  if (cands.empty()) cands = named(m.profile().name + ".json");
+  if (cands.empty()) return dir + "/" + m.profile().name + ".json";  // the error names it
+  const double params = static_cast<double>(std::max<int64_t>(1, m.model().n_params()));
+  std::string best = cands.front();
+  double best_d = std::numeric_limits<double>::infinity();
+  for (const auto& c : cands) {
+    const int64_t p = load_mlp_meta(c).model_params;
+    const double d = p > 0 ? std::abs(std::log(static_cast<double>(p) / params))
+                           : std::numeric_limits<double>::infinity();
+    if (d < best_d) best = c, best_d = d;
+  }
+  return best;
 }
 
 std::shared_ptr<const Mlp> load_learned_net(const CostModel& model,

@@ -3,17 +3,20 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 
 #include <nlohmann/json.hpp>
 
 #include "clone/core/error.h"
+#include "clone/core/resources.h"
 #include "clone/device/calibrate.h"
 #include "clone/device/perturb.h"
 #include "clone/dvfs/mlp.h"
 #include "clone/dvfs/runner.h"
 #include "clone/engine/presets.h"
+#include "clone/gguf/gguf.h"
 #include "clone/workload/workload.h"
 
 using namespace cln;
@@ -464,6 +467,59 @@ TEST(Learned, ShippedPolicyIsSmallAndLoads) {
   net.w1.pop_back();
   net.save(bad);
   EXPECT_THROW(Mlp::load(bad), Error);
+}
+
+// Without --dvfs-policy a model gets the weights trained for the shape nearest its own:
+// Gemma-2B's for Gemma-sized models, the base model's for the base model and every model cut
+// from it (a tailoring search's candidates), the power mode's before the shape.
+TEST(Learned, DefaultWeightsAreTheOnesTrainedForTheNearestModelShape) {
+  set_resource_dir(Resource::Models, src("models"));
+  auto path_for = [](const std::string& prof, const ModelConfig& mc, const std::string& mode) {
+    device::CostOptions o;
+    o.mode = mode;
+    const device::CostModel m(device::DeviceProfile::load(src("profiles/" + prof + ".json")), mc,
+                              o);
+    return std::filesystem::relative(default_learned_path(m), src("models")).string();
+  };
+  const ModelConfig base = ModelConfig::from_gguf(*GgufFile::open(src("models/base/model.gguf")));
+  ModelConfig cut = base;  // a tailored model: fewer layers, the rest narrower
+  cut.layers.resize(cut.layers.size() / 2);
+  for (auto& l : cut.layers) l.n_ff /= 2;
+  for (const char* prof : {"orin-nx-16gb", "orin-nano-8gb"}) {
+    const std::string p = prof;
+    EXPECT_EQ(path_for(p, model_preset("gemma-2b"), ""), "dvfs/" + p + ".json");
+    EXPECT_EQ(path_for(p, model_preset("tinyllama-1.1b"), ""), "dvfs/" + p + ".json");
+    EXPECT_EQ(path_for(p, base, ""), "dvfs/base/" + p + ".json");
+    EXPECT_EQ(path_for(p, cut, ""), "dvfs/base/" + p + ".json");
+    // The file says what it was trained for, and that is the model's real size.
+    EXPECT_EQ(load_mlp_meta(src("models/dvfs/base/" + p + ".json")).model_params, base.n_params());
+    EXPECT_EQ(load_mlp_meta(src("models/dvfs/" + p + ".json")).model_params,
+              model_preset("gemma-2b").n_params());
+  }
+  // A power mode's weights come first; the base shape has none in 15W, so Gemma's 15W ones.
+  EXPECT_EQ(path_for("orin-nano-super-8gb", base, "15W"), "dvfs/orin-nano-super-8gb.15W.json");
+  EXPECT_EQ(path_for("orin-nano-super-8gb", base, ""), "dvfs/orin-nano-super-8gb.json");
+
+  // Files that do not say what they were trained for lose to one that does, and among
+  // themselves the top folder's wins.
+  const auto dir = std::filesystem::path(CLONE_BINARY_DIR) / "learned_lookup";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "dvfs" / "a");
+  std::filesystem::create_directories(dir / "dvfs" / "b");
+  Mlp net = Mlp::load(src("models/dvfs/orin-nx-16gb.json"));
+  net.save((dir / "dvfs" / "orin-nx-16gb.json").string());
+  net.save((dir / "dvfs" / "a" / "orin-nx-16gb.json").string());
+  set_resource_dir(Resource::Models, dir.string());
+  auto rel = [&](const std::filesystem::path& p) {
+    return std::filesystem::relative(p, src("models")).string();
+  };
+  EXPECT_EQ(path_for("orin-nx-16gb", base, ""), rel(dir / "dvfs" / "orin-nx-16gb.json"));
+  net.save((dir / "dvfs" / "b" / "orin-nx-16gb.json").string(),
+           "{\"model_params\":" + std::to_string(2 * base.n_params()) + "}");
+  EXPECT_EQ(path_for("orin-nx-16gb", base, ""), rel(dir / "dvfs" / "b" / "orin-nx-16gb.json"));
+  // Nothing for the profile: the path the error names is the top folder's.
+  EXPECT_EQ(path_for("orin-nano-8gb", base, ""), rel(dir / "dvfs" / "orin-nano-8gb.json"));
+  set_resource_dir(Resource::Models, "");
 }
 
 // The judged criteria, on a small chat workload (the full numbers come from

@@ -262,7 +262,7 @@ const cli::Register reg{
           ->check(CLI::IsMember({"performance", "learned", "static", "mpc", "oracle"}));
       k->add_option("--dvfs-policy", o->workload.dvfs_policy,
                     "the learned controller's weights (clone dvfs train --out); default: the "
-                    "profile's shipped ones")
+                    "shipped ones for the profile and the model shape nearest this one")
           ->check(CLI::ExistingFile);
       k->add_option("--dense", o->dense, "the dense model the budgets are shares of")
           ->check(CLI::ExistingFile);

@@ -46,9 +46,9 @@ int train(Opts& o) {
   auto r = dvfs::train_policy(prof, mc, o.t);
   std::ostringstream meta;
   meta << "{\"profile\":\"" << prof.name << "\",\"mode\":\"" << o.mode << "\",\"model\":\""
-       << mc.name << "\",\"seed\":" << o.t.seed << ",\"samples\":" << r.samples
-       << ",\"decode_horizon\":" << o.t.decode_horizon << ",\"mse\":" << r.final_mse
-       << ",\"params\":" << r.net.n_params()
+       << mc.name << "\",\"model_params\":" << mc.n_params() << ",\"seed\":" << o.t.seed
+       << ",\"samples\":" << r.samples << ",\"decode_horizon\":" << o.t.decode_horizon
+       << ",\"mse\":" << r.final_mse << ",\"params\":" << r.net.n_params()
        << ",\"method\":\"DAgger imitation of the MPC teacher\"}";
   r.net.save(out, meta.str());
   o.t.log("wrote " + out + " (" + std::to_string(r.net.n_params()) + " parameters)");

@@ -9,6 +9,8 @@
 #include <thread>
 
 #include "clone/core/error.h"
+#include "clone/device/cost_model.h"
+#include "clone/dvfs/policy.h"
 #include "clone/engine/lora.h"
 #include "clone/engine/model.h"
 #include "clone/gguf/gguf.h"
@@ -48,10 +50,18 @@ int serve(Opts& o) {
   serve::Scheduler sched(model, std::move(experts), std::move(keys), o.s);
   serve::Server server(sched, o.h);
   const int port = server.bind();
+  std::string weights;  // the learned controller's, which depend on the model's shape
+  if (!o.s.board.device.empty() && o.s.board.controller == "learned")
+    weights = " (weights " +
+              (o.s.board.policy_path.empty()
+                   ? dvfs::default_learned_path(device::CostModel(
+                         device::DeviceProfile::find(o.s.board.device), model->config()))
+                   : o.s.board.policy_path) +
+              ")";
   const std::string board =
       o.s.board.device.empty()
           ? std::string()
-          : "; board " + o.s.board.device + " under " + o.s.board.controller + " DVFS" +
+          : "; board " + o.s.board.device + " under " + o.s.board.controller + " DVFS" + weights +
                 (o.s.board.backend == "linux" ? ", clocks set on this machine" : "");
   std::fprintf(stderr,
                "clone serve: %s with %zu experts%s, %d slots of %lld tokens%s; listening on "
@@ -138,7 +148,7 @@ const cln::cli::Register reg{
                      "powersave")
           ->capture_default_str();
       app.add_option("--policy", o->s.board.policy_path,
-                     "learned policy weights (default: the profile's shipped ones)");
+                     "learned policy weights (default: the shipped ones for the profile trained for the model shape nearest this one, <models>/dvfs[/base]/<profile>.json)");
       app.add_option("--decode-horizon", o->s.board.decode_horizon,
                      "the controller plans a decode over at most this many tokens ahead (0: the "
                      "whole predicted rest)")

@@ -54,7 +54,7 @@ const cln::cli::Register reg{
           ->check(CLI::IsMember({"performance", "learned", "static", "mpc", "oracle"}));
       app.add_option("--dvfs-policy", o->t.workload.dvfs_policy,
                      "the learned controller's weights (clone dvfs train --out); default: the "
-                     "profile's shipped ones")
+                     "shipped ones for the profile and the model shape nearest this one")
           ->check(CLI::ExistingFile);
       app.add_option("--units", o->units,
                      "importance that picks the units: taylor, wanda, magnitude")

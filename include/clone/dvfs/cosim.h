@@ -24,7 +24,7 @@ namespace cln::dvfs {
 struct CoSimOptions {
   std::string device;                  // profile name or JSON path
   std::string controller = "learned";  // a make_policy name
-  std::string policy_path;             // learned weights (empty: the profile's shipped ones)
+  std::string policy_path;             // learned weights (empty: default_learned_path)
   std::string slo;                     // SLO class; may stay empty when both targets are given
   double ttft_target_s = 0, tpot_target_s = 0;  // > 0 overrides the class's target
   std::string corunner = "idle";                // pattern name or CSV (CorunnerTrace::make)

@@ -26,4 +26,11 @@ struct Mlp {
   static Mlp load(const std::string& path);  // throws cln::Error naming the bad field
 };
 
+// What a weights file's "meta" says about how it was made; fields it lacks stay empty / 0.
+struct MlpMeta {
+  std::string profile, mode, model;
+  int64_t model_params = 0;  // parameter count of the model trained for (0: not recorded)
+};
+MlpMeta load_mlp_meta(const std::string& path);  // throws cln::Error as Mlp::load
+
 }  // namespace cln::dvfs

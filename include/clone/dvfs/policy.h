@@ -83,7 +83,7 @@ class Policy {
 struct Mlp;
 
 struct PolicyOptions {
-  std::string learned_path;  // MLP weights (JSON); empty = the shipped one for the profile
+  std::string learned_path;  // MLP weights (JSON); empty = default_learned_path
   // Weights already loaded (load_learned_net): used instead of reading learned_path, so a
   // server making one controller per request reads the file once.
   std::shared_ptr<const Mlp> learned_net;
@@ -96,7 +96,15 @@ std::unique_ptr<Policy> make_policy(const std::string& name,
                                     std::shared_ptr<const device::CostModel> model,
                                     const PolicyOptions& opt = {});
 std::vector<std::string> policy_names();
-// The learned policy's weights from `path` (empty: the profile's shipped ones); throws
+// The shipped weights for a cost model: <models>/dvfs/<profile>.<mode>.json when its power
+// mode has some, else <profile>.json, in <models>/dvfs/ or a folder under it (base/ holds
+// weights trained for the shipped base model's shape); among those, the ones trained for
+// the model nearest in parameter count (|log ratio|, from the file's meta.model_params;
+// files without it count as farthest, the top folder first on a tie). A policy's inputs
+// are ratios, but what they imply differs with the model: a 6 M-parameter model's token is
+// ~1 ms, where a clock switch's stall matters, and a 2.5 B model's is ~200 ms.
+std::string default_learned_path(const device::CostModel& m);
+// The learned policy's weights from `path` (empty: default_learned_path); throws
 // cln::Error naming the path and the command that trains them if there are none.
 std::shared_ptr<const Mlp> load_learned_net(const device::CostModel& model,
                                             const std::string& path);
