@@ -174,6 +174,25 @@ class RestCosts {
   std::map<int, Pass> by_level_;
 };
 
+// A clock change stalls the board (500 us on an Orin's GPU without the SFU, half a token
+// of a 6 M-parameter model) and costs its energy. An online controller proposing level k
+// changes to it only where it must or where it pays: where holding the current clock for
+// the rest of what it plans over (the phase, the decode to its horizon) would not finish
+// in the usable budget, a move up is taken; otherwise the change is made only to a clock
+// that can be held for that rest, the stall included, and that costs less there, the
+// change included. Not to a clock the guard must leave again a layer later, and not up
+// for a layer while the current clock still serves the rest.
+int keep_or_change(const CostModel& m, const State& s, int k, RestCosts& rest) {
+  if (k == s.level) return k;
+  const device::Cost hold = rest.at(m, s, s.level);
+  const double usable = usable_budget(m, s);
+  if (k > s.level && hold.time_s > usable) return k;
+  const device::Cost move = rest.at(m, s, k);
+  const bool move_fits = move.time_s + m.switch_time_s() <= usable;
+  const bool move_pays = move.energy_j + m.switch_cost_j() < hold.energy_j;
+  return move_fits && move_pays ? k : s.level;
+}
+
 }  // namespace
 
 int mpc_level(const CostModel& m, const State& s) {
@@ -361,10 +380,11 @@ class Mpc : public Policy {
  public:
   explicit Mpc(std::shared_ptr<const CostModel> m) : m_(std::move(m)) {}
   std::string name() const override { return "mpc"; }
-  int decide(const State& s) override { return mpc_level(*m_, s); }
+  int decide(const State& s) override { return keep_or_change(*m_, s, mpc_level(*m_, s), rest_); }
 
  private:
   std::shared_ptr<const CostModel> m_;
+  RestCosts rest_;
 };
 
 class Learned : public Policy {
@@ -377,7 +397,13 @@ class Learned : public Policy {
   std::string name() const override { return "learned"; }
   int decide(const State& s) override {
     // Guard: behind schedule even at the top clock -> top clock, whatever the net says.
-    if (usable_budget(*m_, s) <= s.work_left_s) return m_->max_level();
+    // "Behind" by the cost model at the load planned for (as the hold rule below judges a
+    // clock), not by the estimates' work_left_s, which scale a whole layer's time for the
+    // co-runner where the model scales only its compute and memory parts: on a model whose
+    // layers are mostly fixed overhead the two disagree, and the guard sent the clock up at
+    // one layer that the hold rule let down again at the next (a switch a token).
+    const int top = m_->max_level();
+    if (usable_budget(*m_, s) <= rest_.at(*m_, s, top).time_s) return top;
     float x[kFeatures];
     features(s, x);
     const auto& lv = m_->levels();
@@ -388,17 +414,7 @@ class Learned : public Policy {
           std::abs(lv[static_cast<size_t>(best)].mhz - f))
         best = k;
     const int k = safe_level(*m_, s, best);
-    // A clock change stalls the board (500 us on an Orin's GPU without the SFU, half a token
-    // of a 6 M-parameter model). A move up is for time and is taken; a move down only to
-    // a clock that can be held for the rest of the phase the controller plans over, the
-    // stall included, and that costs less there, the change included: not to a clock the
-    // guard must leave again a layer later.
-    if (k >= s.level) return k;
-    const device::Cost hold = rest_.at(*m_, s, s.level), move = rest_.at(*m_, s, k);
-    const double sw_t = m_->switch_time_s();
-    const bool move_fits = move.time_s + sw_t <= usable_budget(*m_, s);
-    const bool move_pays = move.energy_j + m_->switch_cost_j() < hold.energy_j;
-    return move_fits && move_pays ? k : s.level;
+    return keep_or_change(*m_, s, k, rest_);
   }
 
  private:

@@ -628,6 +628,52 @@ TEST(Learned, MovesTheClockDownOnlyToOneItCanHold) {
   }
 }
 
+// Under a loaded board the online controllers' rules must agree on what is behind schedule:
+// on a model whose layers are mostly fixed overhead, the learned guard (by the estimates,
+// which scale a whole layer for the co-runner) sent the clock up at one layer and the hold
+// rule (by the cost model) let it down at the next, a switch a token; the MPC teacher, whose
+// plan moved with the load at each layer, switched 1.5 times a token. Both then spent more
+// than the top clock.
+TEST(Learned, KeepsItsClockUnderALoadedBoardOnAModelOfSmallLayers) {
+  const ModelConfig base = ModelConfig::from_gguf(*GgufFile::open(src("models/base/model.gguf")));
+  const auto m = std::make_shared<const device::CostModel>(
+      device::DeviceProfile::load(src("profiles/orin-nx-16gb.json")), base);
+  PolicyOptions po;
+  po.learned_path = src("models/dvfs/base/orin-nx-16gb.json");
+  const auto run = [&](const std::string& name, double slack, double load) {
+    auto top = make_policy("performance", m);
+    device::SimDevice d0(m, device::CorunnerTrace::constant(load));
+    const RequestResult t = run_workload(d0, *top, {req(0, 480, 218, 1, 1)}, {}, {}).front();
+    auto pol = make_policy(name, m, po);
+    device::SimDevice d(m, device::CorunnerTrace::constant(load));
+    const RequestResult r =
+        run_workload(d, *pol, {req(1, 480, 218, slack * t.ttft_s, slack * t.tpot_s)}, {}, {})
+            .front();
+    return std::tuple{r, d.switches(), t};
+  };
+  for (double load : {0.3, 0.7})
+    for (double slack : {1.1, 1.3}) {
+      const auto [oracle, oracle_switches, top] = run("oracle", slack, load);
+      for (const char* name : {"learned", "mpc"}) {
+        const auto [r, switches, _] = run(name, slack, load);
+        const std::string what = std::string(name) + " at load " + std::to_string(load) +
+                                 ", slack " + std::to_string(slack);
+        EXPECT_TRUE(r.met) << what;
+        EXPECT_LT(r.energy_j, top.energy_j) << what;
+        // Before: 0.9-1.7 changes a token. The MPC teacher still changes 32 times in the
+        // tightest case, between two clocks either side of the target (down for the next 16
+        // tokens, up when the slack is spent), at +5.0% over the oracle; the learned
+        // controller there changes once, +2.3%.
+        EXPECT_LE(switches, 40) << what;
+        if (std::string(name) == "learned") {
+          EXPECT_LE(switches, 4) << what;
+          EXPECT_LE(r.energy_j, 1.03 * oracle.energy_j) << what;
+        }
+        EXPECT_LE(r.energy_j, 1.06 * oracle.energy_j) << what;
+      }
+    }
+}
+
 // Told of 4x the tokens that come, the learned controller spends the early ones slowly and
 // misses the mean-TPOT target when the output ends; planned over a short horizon it keeps the
 // running mean near the target whatever the length. The state it is told says so.
