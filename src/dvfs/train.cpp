@@ -77,6 +77,9 @@ TrainResult train_policy(const device::DeviceProfile& profile, const ModelConfig
     os << "training DVFS MLP for " << profile.name << " / " << model.name << ": "
        << tr.net.n_params() << " parameters, " << opt.rounds << " rounds x "
        << opt.requests_per_pattern << " requests x 4 co-runners, seed " << opt.seed;
+    if (opt.relative_share > 0)
+      os << "; " << opt.relative_share << " of the requests with SLOs " << opt.relative_lo << "-"
+         << opt.relative_hi << "x the top clock's own times";
     say(os.str());
   }
   const auto patterns = device::CorunnerTrace::pattern_names();
@@ -92,8 +95,16 @@ TrainResult train_policy(const device::DeviceProfile& profile, const ModelConfig
       // Vary how tight the SLOs are so the policy sees slack of every size.
       auto reqs = workload::generate(gs);
       Rng rng(s);
-      for (auto& r : reqs)
+      for (auto& r : reqs) {
         workload::apply_slo(r, workload::slo_class(r.slo), rng.uniform(0.85, 1.6));
+        if (opt.relative_share > 0 && rng.uniform(0, 1) < opt.relative_share) {
+          RequestInfo ri;
+          ri.prompt = r.prompt, ri.predicted_output = ri.true_output = r.output;
+          const SingleClock top = predict_single_clock(*m, m->max_level(), ri, 0, opt.n_batch);
+          const double u = rng.uniform(opt.relative_lo, opt.relative_hi);
+          r.ttft_target_s = u * top.ttft_s, r.tpot_target_s = u * top.tpot_s;
+        }
+      }
       device::SimDevice dev(m, device::CorunnerTrace::make(patterns[pi], s));
       Collector col(m, round == 0 ? nullptr : &tr.net, s, opt.label_every, x, y);
       RunOptions ro;

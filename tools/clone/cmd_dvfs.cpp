@@ -42,14 +42,20 @@ int train(Opts& o) {
       << " --model " << o.model << " --seed " << o.t.seed << " --requests "
       << o.t.requests_per_pattern << " --rounds " << o.t.rounds << " --hidden " << o.t.hidden
       << " --epochs " << o.t.epochs << " --decode-horizon " << o.t.decode_horizon;
+  if (o.t.relative_share > 0)
+    cmd << " --relative-slo " << o.t.relative_share << " --relative-range " << o.t.relative_lo
+        << "," << o.t.relative_hi;
   o.t.log("command: " + cmd.str());
   auto r = dvfs::train_policy(prof, mc, o.t);
   std::ostringstream meta;
   meta << "{\"profile\":\"" << prof.name << "\",\"mode\":\"" << o.mode << "\",\"model\":\""
        << mc.name << "\",\"model_params\":" << mc.n_params() << ",\"seed\":" << o.t.seed
        << ",\"samples\":" << r.samples << ",\"decode_horizon\":" << o.t.decode_horizon
-       << ",\"mse\":" << r.final_mse << ",\"params\":" << r.net.n_params()
-       << ",\"method\":\"DAgger imitation of the MPC teacher\"}";
+       << ",\"mse\":" << r.final_mse << ",\"params\":" << r.net.n_params();
+  if (o.t.relative_share > 0)
+    meta << ",\"relative_slo\":" << o.t.relative_share << ",\"relative_range\":[" << o.t.relative_lo
+         << "," << o.t.relative_hi << "]";
+  meta << ",\"method\":\"DAgger imitation of the MPC teacher\"}";
   r.net.save(out, meta.str());
   o.t.log("wrote " + out + " (" + std::to_string(r.net.n_params()) + " parameters)");
   return 0;
@@ -88,6 +94,21 @@ const cli::Register reg{
                     "training as when it runs (0: the whole predicted rest)")
           ->capture_default_str()
           ->check(CLI::NonNegativeNumber);
+      t->add_option("--relative-slo", o->t.relative_share,
+                    "share of the training requests whose SLOs are set relative to the top "
+                    "clock's own times for them (for models far smaller than the SLO classes "
+                    "assume, e.g. the base model; 0: class SLOs only)")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 1.0));
+      auto* range = t->add_option_function<std::vector<double>>(
+          "--relative-range",
+          [o](const std::vector<double>& v) {
+            if (v.size() != 2 || !(v[0] >= 1.0) || !(v[1] > v[0]))
+              cln::fail("--relative-range: expected LO,HI with 1 <= LO < HI, e.g. 1.02,2");
+            o->t.relative_lo = v[0], o->t.relative_hi = v[1];
+          },
+          "the relative SLOs' range: targets LO..HI x the top clock's times (default 1.02,2)");
+      range->delimiter(',');
       cli::add_resource_flags(*t, {Resource::Profiles, Resource::Models});
       return [o] { return train(*o); };
     }};

@@ -33,6 +33,13 @@ struct TrainOptions {
   // The decode horizon the student and the teacher see (RequestDriver::set_decode_horizon):
   // train with the one the policy will run with.
   int64_t decode_horizon = kDecodeHorizon;
+  // SLO classes fit models of a Jetson's size: a 6 M-parameter model meets chatbot's 300 ms
+  // TPOT at any clock, so a policy trained on class SLOs alone never sees a tight state.
+  // This share of the requests instead gets targets of u x what the top clock needs for it
+  // on an idle board (TTFT and TPOT), u uniform in [relative_lo, relative_hi]. 0 (the
+  // default) draws nothing more from the generator: the weights are those of before.
+  double relative_share = 0;
+  double relative_lo = 1.02, relative_hi = 2.0;
   std::function<void(const std::string&)> log;  // progress lines
 };
 
