@@ -323,10 +323,28 @@ TEST_F(Cli, PruneWritesAModelThatRunsAndRefusesBadRequests) {
   // the cut model's request; its weights given to another controller are an error.
   const std::string policy = (dir_ / "policy.json").string();
   ASSERT_EQ(run("dvfs train --profile orin-nx-16gb --model " + model +
-                " --requests 1 --rounds 1 --epochs 2 --out " + policy),
+                " --requests 1 --rounds 1 --epochs 2 --relative-slo 0.5 --relative-range 1.1,1.5 "
+                "--out " +
+                policy),
             0)
       << err_;
   EXPECT_NE(out_.find("training DVFS MLP for orin-nx-16gb / "), std::string::npos) << out_;
+  // The log's command reproduces the run, relative SLOs included, and the meta says so.
+  EXPECT_NE(out_.find("--relative-slo 0.5 --relative-range 1.1,1.5"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("0.5 of the requests with SLOs 1.1-1.5x the top clock's own times"),
+            std::string::npos)
+      << out_;
+  {
+    std::ifstream in(policy);
+    const auto meta = nlohmann::json::parse(in).at("meta");
+    EXPECT_GT(meta.at("model_params").get<int64_t>(), 0);
+    EXPECT_EQ(meta.at("relative_slo").get<double>(), 0.5);
+  }
+  EXPECT_NE(run("dvfs train --profile orin-nx-16gb --model " + model +
+                " --relative-slo 0.5 --relative-range 2,1 --out " + policy),
+            0);
+  EXPECT_NE(err_.find("--relative-range: expected LO,HI with 1 <= LO < HI"), std::string::npos)
+      << err_;
   const std::string learned = "device cost -m " + pruned + " --profile orin-nx-16gb --dense " +
                               model + " --latency-budget 1 --energy-budget 1 --dvfs-policy " +
                               policy;
