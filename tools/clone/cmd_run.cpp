@@ -228,7 +228,8 @@ const cln::cli::Register reg{
            "DVFS controller: performance, powersave, schedutil, static, learned, mpc, oracle")
           ->capture_default_str();
       g->add_option("--dvfs-policy", o->policy_file,
-                    "learned policy weights (default: the shipped ones for the profile trained for the model shape nearest this one, <models>/dvfs[/base]/<profile>.json)")
+                    "learned policy weights (default: the shipped ones for the profile trained for "
+                    "the model shape nearest this one, <models>/dvfs[/base]/<profile>.json)")
           ->check(CLI::ExistingFile);
       g->add_option("--decode-horizon", o->decode_horizon,
                     "the controller plans a decode over at most this many tokens ahead (0: the "

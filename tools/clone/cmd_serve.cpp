@@ -148,7 +148,8 @@ const cln::cli::Register reg{
                      "powersave")
           ->capture_default_str();
       app.add_option("--policy", o->s.board.policy_path,
-                     "learned policy weights (default: the shipped ones for the profile trained for the model shape nearest this one, <models>/dvfs[/base]/<profile>.json)");
+                     "learned policy weights (default: the shipped ones for the profile trained "
+                     "for the model shape nearest this one, <models>/dvfs[/base]/<profile>.json)");
       app.add_option("--decode-horizon", o->s.board.decode_horizon,
                      "the controller plans a decode over at most this many tokens ahead (0: the "
                      "whole predicted rest)")

@@ -209,7 +209,8 @@ const cli::Register reg{
           ->capture_default_str()
           ->check(CLI::NonNegativeNumber);
       app.add_option("--policy", o->policy,
-                     "learned policy weights (default: the shipped ones for the profile trained for the model shape nearest this one, <models>/dvfs[/base]/<profile>.json)");
+                     "learned policy weights (default: the shipped ones for the profile trained "
+                     "for the model shape nearest this one, <models>/dvfs[/base]/<profile>.json)");
       app.add_option("--n-batch", o->n_batch, "prefill pass length (the engine's batch)")
           ->capture_default_str()
           ->check(CLI::Range(1, 1 << 20));
