@@ -63,6 +63,27 @@ std::vector<float> TfIdfEmbedder::embed(std::span<const int32_t> tokens) {
   return v;
 }
 
+UnigramEmbedder::UnigramEmbedder(int64_t n_vocab, int32_t bos, int64_t max_tokens)
+    : n_vocab_(n_vocab), bos_(bos), max_tokens_(max_tokens) {
+  if (n_vocab < 1) fail("unigram embedding: a vocabulary of ", n_vocab);
+}
+
+std::vector<float> UnigramEmbedder::embed(std::span<const int32_t> tokens) {
+  std::vector<float> v(static_cast<size_t>(n_vocab_), 0.0f);
+  const auto n = std::min<size_t>(tokens.size(), static_cast<size_t>(max_tokens_));
+  int64_t counted = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t t = tokens[i];
+    if (t < 0 || t >= n_vocab_) fail("unigram embedding: token ", t, " out of range");
+    if (t == bos_) continue;
+    v[static_cast<size_t>(t)] += 1.0f;
+    ++counted;
+  }
+  if (counted == 0) fail("unigram embedding: the prompt has no tokens but BOS");
+  for (float& x : v) x /= static_cast<float>(counted);
+  return v;
+}
+
 std::unique_ptr<Embedder> make_hidden_embedder(const std::string& spec,
                                                std::shared_ptr<const Model> base, int threads) {
   if (!spec.starts_with("hidden:"))

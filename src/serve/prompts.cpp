@@ -1,6 +1,7 @@
 #include "clone/serve/prompts.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 
 #include "clone/core/error.h"
@@ -33,6 +34,25 @@ std::vector<int64_t> document_lengths(const std::string& data_dir, const std::st
   std::vector<int64_t> lengths;
   for (const auto& [b, e] : documents(f, tok)) lengths.push_back(static_cast<int64_t>(e - b));
   return lengths;
+}
+
+std::vector<std::vector<int32_t>> source_heads(const std::string& data_dir,
+                                               const std::string& source, const std::string& split,
+                                               const Tokenizer& tok, const std::string& tok_source,
+                                               int64_t max_tokens) {
+  if (max_tokens < 1) fail("source heads: at least one token");
+  const auto& domains = data::domain_names();
+  if (std::find(domains.begin(), domains.end(), source) == domains.end())
+    return prompt_set(data_dir, source, split, tok, tok_source, INT64_MAX).prompts;
+  const data::TokenFile f = data::read_token_file(data::token_file_path(data_dir, source, split),
+                                                  tok.vocab(), tok_source);
+  std::vector<std::vector<int32_t>> heads;
+  for (const auto& [b, e] : documents(f, tok)) {
+    const size_t end = std::min(e, b + static_cast<size_t>(max_tokens));
+    heads.emplace_back(f.tokens.begin() + static_cast<std::ptrdiff_t>(b),
+                       f.tokens.begin() + static_cast<std::ptrdiff_t>(end));
+  }
+  return heads;
 }
 
 PromptSet prompt_set(const std::string& data_dir, const std::string& source,

@@ -122,20 +122,30 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
   tf_o.centre = false;  // the baseline as it was judged
   const Router tf_router(tf_keys, tf_o);
   // The segments' router (RouteEvalOptions::segment).
-  if (o.segment_embedder != "hidden" && o.segment_embedder != "tfidf")
-    fail("router evaluation: segment embedder is hidden or tfidf, not ", o.segment_embedder);
-  const bool seg_tfidf = o.segment_embedder == "tfidf";
+  if (o.segment_embedder != "hidden" && o.segment_embedder != "tfidf" &&
+      o.segment_embedder != "unigram")
+    fail("router evaluation: segment embedder is hidden, tfidf or unigram, not ",
+         o.segment_embedder);
+  const bool seg_hidden = o.segment_embedder == "hidden";
+  UnigramEmbedder unigram(tok.n_vocab(), tok.bos());
   RouterOptions seg_o = soft_o;
   if (o.segment_temperature > 0) seg_o.temperature = o.segment_temperature;
-  if (seg_tfidf) seg_o.centre = false;
-  const Router seg_router(seg_tfidf ? tf_keys : keys, seg_o);
+  if (!seg_hidden) seg_o.centre = false;
+  const Router seg_router(seg_hidden                      ? keys
+                          : o.segment_embedder == "tfidf" ? tf_keys
+                                                          : unigram_router_keys(make_unigram_keys(
+                                                                o.data_dir, names, tok, o.base)),
+                          seg_o);
+  Embedder& seg_embedder = seg_hidden                      ? *hidden
+                           : o.segment_embedder == "tfidf" ? static_cast<Embedder&>(tfidf)
+                                                           : unigram;
   const auto seg_weights = [&](std::span<const int32_t> t) {
-    return seg_tfidf ? seg_router.weights(tfidf.embed(t)) : seg_router.weights(hidden->embed(t));
+    return seg_router.weights(seg_embedder.embed(t));
   };
-  // The other embedding's router (RouteEvalOptions::segment_cross_check); only its top
-  // expert is read.
+  // The other embedding's router (RouteEvalOptions::segment_cross_check): the hidden one for
+  // TF-IDF or unigram segments, TF-IDF for hidden ones; only its top expert is read.
   const auto other_weights = [&](std::span<const int32_t> t) {
-    return seg_tfidf ? soft.weights(hidden->embed(t)) : tf_router.weights(tfidf.embed(t));
+    return seg_hidden ? tf_router.weights(tfidf.embed(t)) : soft.weights(hidden->embed(t));
   };
 
   // The held-out sets.
@@ -234,11 +244,18 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
 
   // Soft MoE per segment (RouteEvalOptions::segment): a text scored in segments, each under
   // the weights of its segment_window_tokens blended with the request's (the whole text's
-  // for Own, its first segment's for Before), once per RouteEvalOptions::segment_blends.
-  const auto score_segments = [&](const Item& it, const std::vector<double>& whole,
+  // for Own, its first segment's for Before), once per RouteEvalOptions::segment_blends. A
+  // task's prompt is routed the same way and its answer generated under the last part's
+  // weights (as the server's output continues the last part). An item of at most one part is
+  // routed whole, as the server routes a prompt no longer than a part (the shipped tasks').
+  const auto score_segments = [&](const Item& it, bool text, const std::vector<double>& whole,
                                   std::vector<Acc>& accs) {
     const auto& t = it.tokens;
     const auto n = static_cast<int64_t>(t.size());
+    if (n <= o.segment) {
+      for (Acc& a : accs) score(it, text, whole, a);
+      return;
+    }
     std::vector<int64_t> starts;
     std::vector<std::vector<double>> ws, others;
     for (int64_t start = 0; start < n; start += o.segment) {
@@ -265,7 +282,10 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
         blended.push_back(agrees[i] ? blend_weights(ws[i], request, o.segment_blends[b],
                                                     o.segment_gated, o.segment_confidence)
                                     : request);
-      score_parts(t, starts, blended, accs[b]);
+      if (text)
+        score_parts(t, starts, blended, accs[b]);
+      else
+        score(it, false, blended.back(), accs[b]);
     }
   };
 
@@ -300,7 +320,7 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
       score(it, s.text, ws, soft_a);
       score(it, s.text, w1, top1_a);
       score(it, s.text, uniform.weights(eh), uni_a);
-      if (s.text && o.segment > 0) score_segments(it, ws, seg_a);
+      if (o.segment > 0) score_segments(it, s.text, ws, seg_a);
       if (it.joint > 0)  // each half under its own source's expert
         score_parts(it.tokens, {0, it.joint}, {one_hot(s.right[0]), one_hot(s.right[1])}, halves);
       for (size_t g = 0; g < grid.size(); ++g) score(it, s.text, grid[g].weights(eh), grid_a[g]);
@@ -314,8 +334,8 @@ RouteEval evaluate_router(const RouteEvalOptions& o) {
     res.soft = soft_a.value(s.text);
     res.top1 = top1_a.value(s.text);
     res.uniform = uni_a.value(s.text);
-    if (s.text && o.segment > 0)
-      for (const Acc& a : seg_a) res.segmented.push_back(a.value(true));
+    if (o.segment > 0)
+      for (const Acc& a : seg_a) res.segmented.push_back(a.value(s.text));
     if (halves.n > 0) res.right_per_half = halves.value(true);
     res.right_single = single[0].value(s.text);
     for (const Acc& a : single)

@@ -35,6 +35,10 @@ std::optional<ExpertKey> read_key(const GgufFile& f) {
   if (k.tfidf_idf.size() != k.tfidf_key.size())
     fail(f.path(), ": clone.router.tfidf.idf has ", k.tfidf_idf.size(),
          " entries and clone.router.tfidf.key ", k.tfidf_key.size());
+  k.unigram_logp = floats(f, "clone.router.unigram.logp");
+  for (float x : k.unigram_logp)
+    if (!(std::isfinite(x) && x <= 0))
+      fail(f.path(), ": clone.router.unigram.logp holds ", x, ", not a log-probability");
   return k;
 }
 
@@ -46,12 +50,14 @@ void write_key(const std::string& path, const ExpertKey& key) {
   if (key.tfidf_idf.size() != key.tfidf_key.size())
     fail("write_key: a TF-IDF key of ", key.tfidf_key.size(), " entries over ",
          key.tfidf_idf.size(), " frequencies");
-  // A key without a TF-IDF half keeps the one the adapter has (it belongs to the bank).
-  const bool keep_tfidf = key.tfidf_key.empty();
+  // A key without a TF-IDF half keeps the one the adapter has (it belongs to the bank), and
+  // one without a unigram part the adapter's.
+  const bool keep_tfidf = key.tfidf_key.empty(), keep_unigram = key.unigram_logp.empty();
   GgufWriter w;
   for (const auto& [k, v] : f->metadata())
     if (k != "general.alignment" &&
-        (!k.starts_with("clone.router.") || (keep_tfidf && k.starts_with("clone.router.tfidf."))))
+        (!k.starts_with("clone.router.") || (keep_tfidf && k.starts_with("clone.router.tfidf.")) ||
+         (keep_unigram && k.starts_with("clone.router.unigram."))))
       w.set(k, v);
   w.set("clone.router.embedder", GgufValue::str(key.embedder));
   w.set("clone.router.key", float_array(key.key));
@@ -60,6 +66,7 @@ void write_key(const std::string& path, const ExpertKey& key) {
     w.set("clone.router.tfidf.idf", float_array(key.tfidf_idf));
     w.set("clone.router.tfidf.key", float_array(key.tfidf_key));
   }
+  if (!keep_unigram) w.set("clone.router.unigram.logp", float_array(key.unigram_logp));
   for (const auto& t : f->tensors())
     w.add_tensor(t.name, t.type, t.ne, f->tensor_data(t), t.nbytes);
   w.write(path, f->alignment());
@@ -90,6 +97,40 @@ std::vector<ExpertKey> make_tfidf_keys(const std::string& data_dir,
     keys.push_back(std::move(k));
   }
   return keys;
+}
+
+std::vector<ExpertKey> make_unigram_keys(const std::string& data_dir,
+                                         const std::vector<std::string>& sources,
+                                         const Tokenizer& tok, const std::string& tok_source) {
+  constexpr double alpha = 0.1;  // add-alpha smoothing: a token unseen in one source is rare there
+  const auto V = static_cast<size_t>(tok.n_vocab());
+  std::vector<ExpertKey> keys;
+  for (const std::string& s : sources) {
+    std::vector<double> count(V, alpha);
+    double total = alpha * static_cast<double>(V);
+    for (const auto& head :
+         source_heads(data_dir, s, "train", tok, tok_source, unigram_head_tokens))
+      for (int32_t t : head)
+        if (t != tok.bos()) count[static_cast<size_t>(t)] += 1, total += 1;
+    ExpertKey k;
+    k.embedder = "unigram";
+    for (double c : count) k.unigram_logp.push_back(static_cast<float>(std::log(c / total)));
+    keys.push_back(std::move(k));
+  }
+  return keys;
+}
+
+std::vector<ExpertKey> unigram_router_keys(const std::vector<ExpertKey>& keys) {
+  std::vector<ExpertKey> u;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i].unigram_logp.empty())
+      fail("expert ", i, " has no unigram router key (`clone lora keys --unigram` writes it)");
+    if (keys[i].unigram_logp.size() != keys.front().unigram_logp.size())
+      fail("expert ", i, "'s unigram key spans ", keys[i].unigram_logp.size(),
+           " tokens, expert 0's ", keys.front().unigram_logp.size());
+    u.push_back({"unigram", keys[i].unigram_logp, keys[i].prompts, {}, {}, {}});
+  }
+  return u;
 }
 
 std::vector<ExpertKey> tfidf_router_keys(const std::vector<ExpertKey>& keys) {
@@ -142,6 +183,8 @@ Router::Router(std::vector<ExpertKey> keys, RouterOptions o) : keys_(std::move(k
   }
   if (!(o_.temperature > 0)) fail("router: the temperature must be positive");
   if (o_.threshold < 0 || o_.threshold >= 1) fail("router: the threshold must be in [0, 1)");
+  if (o_.centre && keys_.front().embedder == "unigram")
+    fail("router: centring applies to cosine routers, not to unigram log-likelihoods");
   if (o_.centre) {
     if (keys_.size() < 2) fail("router: centring needs at least two experts");
     const size_t d = keys_.front().key.size();
@@ -160,6 +203,19 @@ Router::Router(std::vector<ExpertKey> keys, RouterOptions o) : keys_(std::move(k
 
 std::vector<double> Router::similarities(std::span<const float> e) const {
   std::vector<double> s;
+  if (keys_.front().embedder == "unigram") {  // mean log-likelihood per token
+    if (e.size() != keys_.front().key.size())
+      fail("router: an embedding of ", e.size(), " for unigram keys of ", keys_.front().key.size());
+    std::vector<size_t> nz;  // a part's frequencies are mostly zero: visit only its tokens
+    for (size_t i = 0; i < e.size(); ++i)
+      if (e[i] != 0) nz.push_back(i);
+    for (const ExpertKey& k : keys_) {
+      double dot = 0;
+      for (size_t i : nz) dot += double{e[i]} * k.key[i];
+      s.push_back(dot);
+    }
+    return s;
+  }
   if (!o_.centre) {
     for (const ExpertKey& k : keys_) s.push_back(cosine(e, k.key));
     return s;

@@ -9,11 +9,14 @@
 #include <fstream>
 
 #include "clone/core/error.h"
+#include "clone/data/token_file.h"
 #include "clone/engine/lora.h"
+#include "clone/engine/model.h"
 #include "clone/engine/model_writer.h"
 #include "clone/serve/embed.h"
 #include "clone/serve/route_eval.h"
 #include "clone/serve/router.h"
+#include "clone/tokenizer/tokenizer.h"
 #include "engine/test_util.h"
 
 namespace cln::serve {
@@ -71,6 +74,38 @@ TEST(Router, CentringComparesWhatTellsExpertsApart) {
   EXPECT_THROW(Router({{"e", {1, 0}, 1}}, o), Error);
 }
 
+// Naive Bayes by hand: a prompt's similarity to an expert is the mean log-probability of its
+// tokens (BOS not counted) under the expert's unigram key, the weights a softmax of those.
+TEST(Router, UnigramWeighsExpertsByTheMeanLogLikelihoodOfThePrompt) {
+  const int32_t bos = 1;
+  UnigramEmbedder e(4, bos);
+  const std::vector<float> f = e.embed(std::vector<int32_t>{bos, 2, 2, 3});
+  EXPECT_EQ(f, (std::vector<float>{0, 0, 2.0f / 3, 1.0f / 3}));
+  const auto lg = [](double p) { return static_cast<float>(std::log(p)); };
+  const std::vector<ExpertKey> keys = {
+      {"unigram", {lg(0.1), lg(0.1), lg(0.7), lg(0.1)}, 1},  // likes token 2
+      {"unigram", {lg(0.1), lg(0.1), lg(0.1), lg(0.7)}, 1},  // likes token 3
+      {"unigram", {lg(0.25), lg(0.25), lg(0.25), lg(0.25)}, 1}};
+  RouterOptions o;
+  o.temperature = 0.2, o.threshold = 0;
+  const Router r(keys, o);
+  const double s0 = (2 * std::log(0.7) + std::log(0.1)) / 3,
+               s1 = (2 * std::log(0.1) + std::log(0.7)) / 3, s2 = std::log(0.25);
+  const std::vector<double> s = r.similarities(f);
+  EXPECT_NEAR(s[0], s0, 1e-6);
+  EXPECT_NEAR(s[1], s1, 1e-6);
+  EXPECT_NEAR(s[2], s2, 1e-6);
+  const std::vector<double> w = r.weights(f);
+  const double a = std::exp(s0 / 0.2), b = std::exp(s1 / 0.2), c = std::exp(s2 / 0.2);
+  EXPECT_NEAR(w[0], a / (a + b + c), 1e-6);
+  EXPECT_NEAR(w[1], b / (a + b + c), 1e-6);
+  EXPECT_NEAR(w[2], c / (a + b + c), 1e-6);
+  o.centre = true;
+  EXPECT_THROW(Router(keys, o), Error);  // centring is for cosines
+  EXPECT_THROW(e.embed(std::vector<int32_t>{bos}), Error);
+  EXPECT_THROW(e.embed(std::vector<int32_t>{bos, 4}), Error);  // outside the vocabulary
+}
+
 TEST(Router, KeyRoundTripKeepsTheAdapter) {
   const ModelConfig c = test::per_layer_config();
   const std::string model = test::tmp_path("router_model.gguf");
@@ -115,6 +150,24 @@ TEST(Router, KeyRoundTripKeepsTheAdapter) {
   ExpertKey odd = both;
   odd.tfidf_key.pop_back();
   EXPECT_THROW(write_key(ad, odd), Error);  // a key of another length than its idf
+  // A unigram part is written beside the others and kept like the TF-IDF half.
+  ExpertKey uni = newer;
+  uni.unigram_logp = {-1.0f, -2.0f, -0.5f};
+  write_key(ad, uni);
+  write_key(ad, newer);
+  const auto with_uni = read_key(*GgufFile::open(ad));
+  ASSERT_TRUE(with_uni.has_value());
+  EXPECT_EQ(with_uni->unigram_logp, uni.unigram_logp);
+  EXPECT_EQ(with_uni->tfidf_key, both.tfidf_key);
+  const auto u = unigram_router_keys({*with_uni, *with_uni});
+  EXPECT_EQ(u[0].embedder, "unigram");
+  EXPECT_EQ(u[0].key, uni.unigram_logp);
+  EXPECT_THROW(unigram_router_keys({*with_uni, key}), Error);  // the second has none
+  uni.unigram_logp[1] = 0.25f;                                 // not a log-probability
+  write_key(ad, uni);
+  EXPECT_THROW(read_key(*GgufFile::open(ad)), Error);
+  write_key(ad, newer);
+  EXPECT_THROW(read_key(*GgufFile::open(ad)), Error);  // kept as it was
   EXPECT_NO_THROW(LoraAdapter::load(ad, *Model::load(model)));
   EXPECT_FALSE(read_key(*GgufFile::open(model)).has_value());
   EXPECT_THROW(write_key(model, key), Error);  // not an adapter
@@ -150,6 +203,41 @@ TEST(Embed, HiddenStatesEqualPyTorchCutAfterKLayers) {
     EXPECT_LT(worst, 1e-5 * std::max(1.0, mag)) << "k = " << k;
     EXPECT_EQ(ctx.n_past(), 0);
   }
+}
+
+// make_unigram_keys counts the first unigram_head_tokens of every training document (BOS not
+// counted), add-0.1 smoothed over the vocabulary, on token files written here.
+TEST(Router, UnigramKeysCountTheHeadsOfEachTrainingDocument) {
+  const std::string base = std::string(CLONE_SOURCE_DIR) + "/models/base/model.gguf";
+  const Tokenizer tok = Tokenizer::from_gguf(Model::load(base)->gguf());
+  const std::string dir = test::tmp_path("unigram_data");
+  std::filesystem::create_directories(dir + "/tokens");
+  const auto bos = static_cast<uint16_t>(tok.bos()), eos = static_cast<uint16_t>(tok.eos());
+  data::TokenFile code, quotes;
+  code.n_vocab = quotes.n_vocab = static_cast<uint32_t>(tok.n_vocab());
+  code.fingerprint = quotes.fingerprint = data::vocab_fingerprint(tok.vocab());
+  // code: a long document (only its head counts) and a short one; quotes: one document.
+  code.tokens = {bos};
+  for (int64_t i = 0; i < unigram_head_tokens + 50; ++i) code.tokens.push_back(i < 100 ? 7 : 9);
+  code.tokens.insert(code.tokens.end(), {eos, bos, 8, 8, eos});
+  quotes.tokens = {bos, 10, 11, 10, eos};
+  data::write_token_file(data::token_file_path(dir, "code", "train"), code);
+  data::write_token_file(data::token_file_path(dir, "quotes", "train"), quotes);
+  const std::vector<ExpertKey> k = make_unigram_keys(dir, {"code", "quotes"}, tok, base);
+  ASSERT_EQ(k.size(), 2u);
+  const double V = static_cast<double>(tok.n_vocab());
+  // code's heads: 100 x token 7 and (unigram_head_tokens - 1 - 100) x token 9, then 8, 8, EOS.
+  const double n_code = static_cast<double>(unigram_head_tokens - 1) + 3;
+  const double c9 = static_cast<double>(unigram_head_tokens - 1 - 100);
+  const auto lp = [&](double c, double n) { return std::log((c + 0.1) / (n + 0.1 * V)); };
+  EXPECT_NEAR(k[0].unigram_logp[7], lp(100, n_code), 1e-5);
+  EXPECT_NEAR(k[0].unigram_logp[9], lp(c9, n_code), 1e-5);
+  EXPECT_NEAR(k[0].unigram_logp[8], lp(2, n_code), 1e-5);
+  EXPECT_NEAR(k[0].unigram_logp[static_cast<size_t>(eos)], lp(1, n_code), 1e-5);  // the short one's
+  EXPECT_NEAR(k[0].unigram_logp[static_cast<size_t>(bos)], lp(0, n_code), 1e-5);
+  EXPECT_NEAR(k[1].unigram_logp[10], lp(2, 4), 1e-5);  // 10, 11, 10, EOS
+  EXPECT_NEAR(k[1].unigram_logp[11], lp(1, 4), 1e-5);
+  EXPECT_THROW(make_unigram_keys(dir, {"scripture"}, tok, base), Error);  // no token file
 }
 
 TEST(Embed, TfIdfByHand) {

@@ -74,6 +74,14 @@ int eval(Opts& o) {
         break;
     }
     seg += ", by the " + o.e.segment_embedder + " embedding";
+    if (o.e.segment_embedder == "unigram") {
+      char t[160];
+      std::snprintf(t, sizeof t,
+                    " (softmax of each expert's mean log-likelihood per token / %.3g, the "
+                    "experts' unigram counts over their training text)",
+                    o.e.segment_temperature > 0 ? o.e.segment_temperature : o.e.router.temperature);
+      seg += t;
+    }
     if (o.e.segment_blends != std::vector<double>{1.0})
       seg += "; a blend b is b x the segment's weights + (1 - b) x the request's (" +
              std::string(o.e.segment_route == serve::SegmentRoute::Before ? "its first segment's"
@@ -100,7 +108,7 @@ int eval(Opts& o) {
           "weights";
     if (o.e.segment_cross_check)
       seg += std::string("; a segment whose top expert by the ") +
-             (o.e.segment_embedder == "tfidf" ? "hidden" : "TF-IDF") +
+             (o.e.segment_embedder == "hidden" ? "TF-IDF" : "hidden") +
              " embedding differs keeps the request's weights";
     if (o.e.segment_in_whole > 0)
       seg += below("top expert", o.e.segment_in_whole,
@@ -200,19 +208,22 @@ const cln::cli::Register reg{
       ev->add_flag("--segment-neighbours", o->e.segment_neighbours,
                    "a segment keeps the request's weights unless its own top expert is also "
                    "a neighbouring segment's (a change of domain must last two segments)");
-      ev->add_flag("--segment-cross-check", o->e.segment_cross_check,
-                   "a segment keeps the request's weights unless the other embedding (TF-IDF "
-                   "for hidden segments, hidden for tfidf) gives it the same top expert");
+      ev->add_flag(
+          "--segment-cross-check", o->e.segment_cross_check,
+          "a segment keeps the request's weights unless the other embedding (TF-IDF "
+          "for hidden segments, hidden for tfidf and unigram) gives it the same top expert");
       ev->add_option("--segment-in-whole", o->e.segment_in_whole,
                      "a segment keeps the request's weights unless its top expert holds at "
                      "least this share of the whole text's weights by the segments' router "
                      "(0: off)")
           ->capture_default_str()
           ->check(CLI::Range(0.0, 1.0));
-      ev->add_option("--segment-embedder", o->e.segment_embedder,
-                     "what the segments are routed by: hidden (the experts' keys) or tfidf")
+      ev->add_option(
+            "--segment-embedder", o->e.segment_embedder,
+            "what the segments are routed by: hidden (the experts' keys), tfidf or unigram "
+            "(naive Bayes over each source's training text)")
           ->capture_default_str()
-          ->check(CLI::IsMember({"hidden", "tfidf"}));
+          ->check(CLI::IsMember({"hidden", "tfidf", "unigram"}));
       ev->add_option("--segment-temperature", o->e.segment_temperature,
                      "softmax temperature of the segments' router (0: --temperature)")
           ->capture_default_str()

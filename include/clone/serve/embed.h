@@ -60,6 +60,25 @@ class TfIdfEmbedder : public Embedder {
   int64_t max_tokens_;
 };
 
+// A prompt as its tokens' relative frequencies (BOS not counted; they sum to 1), so that its
+// dot product with an expert's unigram log-probabilities (ExpertKey::unigram_logp) is the
+// mean log-likelihood per token of the prompt under that expert's training text: a
+// multinomial naive Bayes router, which needs no model and, unlike TF-IDF's cosine to a
+// mean, weighs every word by how much likelier one domain makes it than the others.
+class UnigramEmbedder : public Embedder {
+ public:
+  UnigramEmbedder(int64_t n_vocab, int32_t bos, int64_t max_tokens = 256);
+  std::string name() const override { return "unigram"; }
+  int64_t dim() const override { return n_vocab_; }
+  int64_t max_tokens() const override { return max_tokens_; }
+  std::vector<float> embed(std::span<const int32_t> tokens) override;
+
+ private:
+  int64_t n_vocab_;
+  int32_t bos_;
+  int64_t max_tokens_;
+};
+
 // "hidden:<k>" on the base model; "tfidf" needs documents, so is made with its constructor.
 std::unique_ptr<Embedder> make_hidden_embedder(const std::string& spec,
                                                std::shared_ptr<const Model> base, int threads);

@@ -26,6 +26,13 @@ PromptSet prompt_set(const std::string& data_dir, const std::string& source,
                      const std::string& split, const Tokenizer& tok, const std::string& tok_source,
                      int64_t n, int64_t prompt_tokens = 64, int64_t continuation_tokens = 128);
 
+// Every item of a source's split: a domain's documents cut to their first max_tokens tokens
+// (BOS first), a task's prompts.
+std::vector<std::vector<int32_t>> source_heads(const std::string& data_dir,
+                                               const std::string& source, const std::string& split,
+                                               const Tokenizer& tok, const std::string& tok_source,
+                                               int64_t max_tokens);
+
 // The token length (BOS included) of every document of a domain's split, in file order.
 std::vector<int64_t> document_lengths(const std::string& data_dir, const std::string& domain,
                                       const std::string& split, const Tokenizer& tok,

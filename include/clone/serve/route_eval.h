@@ -42,8 +42,9 @@ struct RouteEvalOptions {
   std::vector<RouterOptions> soft_grid;
   // Soft MoE routed per segment as well (0: not): text sets are also scored in segments of
   // this many tokens, the first with the weights of its own embedding (as a prompt is
-  // routed), each later one routed as segment_route says (segment_window_tokens). Task
-  // answers are shorter than a segment: not scored this way.
+  // routed), each later one routed as segment_route says (segment_window_tokens). A task's
+  // prompt is routed so too, its answer generated under the last part's weights; an item of
+  // at most one segment is routed whole (as `clone serve --prompt-part` does).
   int64_t segment = 0;
   int64_t segment_window = 64;
   SegmentRoute segment_route = SegmentRoute::Before;
@@ -57,13 +58,14 @@ struct RouteEvalOptions {
   // of a segment next to it (a change of domain must last two segments).
   bool segment_neighbours = false;
   // A segment keeps the request's weights unless the other embedding's router (TF-IDF for
-  // "hidden" segments, the hidden one for "tfidf") gives it the same top expert.
+  // "hidden" segments, the hidden one for "tfidf" and "unigram") gives it the same top expert.
   bool segment_cross_check = false;
   // (> 0) A segment keeps the request's weights unless its top expert holds at least this
   // share of the whole text's weights under the segments' router (top_expert_in_whole).
   double segment_in_whole = 0;
   // The embedding the segments are routed by: "hidden" (o.embedder, the experts' stored
-  // keys) or "tfidf" (the baseline, keyed by the same training prompts), and its softmax
+  // keys), "tfidf" (the baseline, keyed by the same training prompts) or "unigram" (naive
+  // Bayes over each source's training text, make_unigram_keys), and its softmax
   // temperature (0: o.router's).
   std::string segment_embedder = "hidden";
   double segment_temperature = 0;

@@ -31,7 +31,16 @@ struct ExpertKey {
   // document frequencies fitted on the training prompts of the whole bank the expert was
   // keyed with (the same in every expert of it) and this expert's key in that space.
   std::vector<float> tfidf_idf = {}, tfidf_key = {};
+  // A third's, by unigram frequencies (empty where the adapter has none): the log-probability
+  // of every token in the expert's training text (the first unigram_head_tokens of each
+  // document of a domain, every prompt of a task; add-0.1 smoothed), what UnigramEmbedder's
+  // frequencies are dotted with.
+  std::vector<float> unigram_logp = {};
 };
+
+// How much of each training document a unigram key counts: the judged texts are the starts of
+// documents, as a prompt is the start of what it asks about.
+inline constexpr int64_t unigram_head_tokens = 192;
 
 // The key stored in an adapter, if any.
 std::optional<ExpertKey> read_key(const GgufFile& adapter);
@@ -52,6 +61,15 @@ std::vector<ExpertKey> make_tfidf_keys(const std::string& data_dir,
                                        const std::vector<std::string>& sources,
                                        const Tokenizer& tok, const std::string& tok_source,
                                        int64_t n_prompts = 256);
+// The unigram router of experts trained on `sources` (ExpertKey::unigram_logp; the other
+// fields empty): each source's token counts over its training text, add-0.1 smoothed.
+std::vector<ExpertKey> make_unigram_keys(const std::string& data_dir,
+                                         const std::vector<std::string>& sources,
+                                         const Tokenizer& tok, const std::string& tok_source);
+// The keys' unigram parts as the keys of a "unigram" router (every key must have one, of one
+// size: else cln::Error naming the expert); UnigramEmbedder embeds the prompts it routes.
+std::vector<ExpertKey> unigram_router_keys(const std::vector<ExpertKey>& keys);
+
 // The keys' TF-IDF halves as the keys of a "tfidf" router (every key must have one, all
 // fitted on one bank: else cln::Error naming the expert); TfIdfEmbedder(keys[0].tfidf_idf)
 // embeds the prompts it routes.
@@ -81,11 +99,14 @@ struct RouterOptions {
 
 double cosine(std::span<const float> a, std::span<const float> b);
 
+// A router compares an embedding with each key by cosine, except a "unigram" router: by the
+// dot product (the mean log-likelihood per token; centring does not apply).
 class Router {
  public:
   // keys: one per expert, all from the same embedder and of one size.
   Router(std::vector<ExpertKey> keys, RouterOptions o = {});
   size_t size() const { return keys_.size(); }
+  size_t key_size() const { return keys_.front().key.size(); }
   const RouterOptions& options() const { return o_; }
   const std::string& embedder() const { return keys_.front().embedder; }
   std::vector<double> similarities(std::span<const float> embedding) const;
