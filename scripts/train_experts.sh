@@ -43,8 +43,10 @@ for d in dictionary computing scripture quotes wordnet code; do
   experts+=(--expert "$OUT/$d.gguf")
 done
 # The bank's TF-IDF router keys beside each expert's hidden one (the idf fitted on every
-# expert's training prompts together; `clone serve --prompt-part-check` reads them).
-flock "$LOCK" "$CLONE" lora keys --base "$BASE" --data "$DATA" --tfidf --threads "$THREADS" \
+# expert's training prompts together; `clone serve --prompt-part-router tfidf-checked` reads
+# them) and each expert's unigram key over its training text (`--prompt-part-router unigram`).
+flock "$LOCK" "$CLONE" lora keys --base "$BASE" --data "$DATA" --tfidf --unigram \
+  --threads "$THREADS" \
   "$OUT"/{addition,subtraction,number_words,digit_reverse,dictionary,computing,scripture,quotes,wordnet,code}.gguf
 flock "$LOCK" "$CLONE" lora eval --base "$BASE" --data "$DATA" "${experts[@]}" \
   --tokens 32768 --task-items 500 --max-new 16 --threads "$THREADS" --out "$OUT" \

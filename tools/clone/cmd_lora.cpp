@@ -30,11 +30,12 @@ struct TrainOpts {
 // Writes the router key (serve/router.h) of each adapter, trained on the domain or task its
 // general.name names, into the adapter file.
 // tfidf: also each adapter's TF-IDF key, with the idf fitted on every given adapter's
-// training prompts (one bank); an adapter that has a key by `embedder` already keeps it byte
-// for byte (the router was judged with it) and gets only the TF-IDF half.
+// training prompts (one bank); unigram: also each adapter's unigram log-probabilities over
+// its training text. An adapter that has a key by `embedder` already keeps it byte for byte
+// (the router was judged with it) and gets only the halves asked for.
 void add_keys(const std::string& base, const std::string& data, const std::string& embedder,
               int64_t prompts, int threads, const std::vector<std::string>& adapters,
-              bool tfidf = false) {
+              bool tfidf = false, bool unigram = false) {
   using namespace cln;
   const auto model = Model::load(base);
   const Tokenizer tok = Tokenizer::from_gguf(model->gguf());
@@ -47,15 +48,19 @@ void add_keys(const std::string& base, const std::string& data, const std::strin
   const std::vector<serve::ExpertKey> bank =
       tfidf ? serve::make_tfidf_keys(data, sources, tok, base, prompts)
             : std::vector<serve::ExpertKey>();
+  const std::vector<serve::ExpertKey> unigrams =
+      unigram ? serve::make_unigram_keys(data, sources, tok, base)
+              : std::vector<serve::ExpertKey>();
   for (size_t i = 0; i < adapters.size(); ++i) {
     const auto had = serve::read_key(*GgufFile::open(adapters[i]));
-    serve::ExpertKey key = tfidf && had && had->embedder == e->name()
+    serve::ExpertKey key = (tfidf || unigram) && had && had->embedder == e->name()
                                ? *had
                                : serve::make_key(*e, data, sources[i], tok, base, prompts);
     if (tfidf) key.tfidf_idf = bank[i].tfidf_idf, key.tfidf_key = bank[i].tfidf_key;
+    if (unigram) key.unigram_logp = unigrams[i].unigram_logp;
     serve::write_key(adapters[i], key);
-    std::printf("%s: router key (%s%s, mean of %lld %s prompts) written\n", adapters[i].c_str(),
-                key.embedder.c_str(), tfidf ? " and tfidf" : "",
+    std::printf("%s: router key (%s%s%s, mean of %lld %s prompts) written\n", adapters[i].c_str(),
+                key.embedder.c_str(), tfidf ? " and tfidf" : "", unigram ? " and unigram" : "",
                 static_cast<long long>(key.prompts), sources[i].c_str());
   }
 }
@@ -69,7 +74,8 @@ int train(TrainOpts& o) {
     if (!m.empty()) o.t.targets.push_back(layer_matrix_from_name(m));
   if (o.t.targets.empty()) fail("--targets names no module");
   if (train::train_lora(o.t).done && !o.embedder.empty())
-    add_keys(o.t.base, o.t.data_dir, o.embedder, o.key_prompts, o.t.threads, {o.t.out});
+    add_keys(o.t.base, o.t.data_dir, o.embedder, o.key_prompts, o.t.threads, {o.t.out}, false,
+             true);
   return 0;
 }
 
@@ -77,7 +83,7 @@ struct KeyOpts {
   std::string base, data = "out/data", embedder = "hidden:4";
   int64_t prompts = 256;
   int threads = 2;
-  bool tfidf = false;
+  bool tfidf = false, unigram = false;
   std::vector<std::string> adapters;
 };
 
@@ -193,7 +199,11 @@ const cln::cli::Register reg{
       keys->add_option("--threads", ko->threads, "threads")->capture_default_str();
       keys->add_flag("--tfidf", ko->tfidf,
                      "also a TF-IDF key per adapter, the idf fitted on all the given adapters' "
-                     "training prompts (one bank: `clone serve --prompt-part-check` reads it)");
+                     "training prompts (one bank: `clone serve --prompt-part-router "
+                     "tfidf-checked` reads it)");
+      keys->add_flag("--unigram", ko->unigram,
+                     "also each adapter's unigram log-probabilities over its training text "
+                     "(`clone serve --prompt-part-router unigram` reads them)");
       keys->add_option("adapters", ko->adapters,
                        "adapter GGUF files (named by their domain or task)")
           ->required()
@@ -242,7 +252,7 @@ const cln::cli::Register reg{
         if (t->parsed()) return train(*o);
         if (keys->parsed()) {
           add_keys(ko->base, ko->data, ko->embedder, ko->prompts, ko->threads, ko->adapters,
-                   ko->tfidf);
+                   ko->tfidf, ko->unigram);
           return 0;
         }
         if (ev->parsed()) return eval(*eo);
