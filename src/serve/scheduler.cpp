@@ -48,6 +48,13 @@ struct Scheduler::Live {
       : ticket(std::move(t)), req(std::move(r)), sampler(req.sampling), submitted(Clock::now()) {}
 };
 
+PartRouter part_router_from_name(const std::string& s) {
+  if (s == "hidden") return PartRouter::Hidden;
+  if (s == "tfidf-checked") return PartRouter::TfIdfChecked;
+  if (s == "unigram") return PartRouter::Unigram;
+  fail("unknown prompt-part router '", s, "' (hidden, tfidf-checked, unigram)");
+}
+
 Scheduler::Scheduler(
     std::shared_ptr<const Model> model,
     std::vector<std::pair<std::string, std::shared_ptr<const LoraAdapter>>> experts,
@@ -69,15 +76,29 @@ Scheduler::Scheduler(
     embedder_ = make_hidden_embedder(router_->embedder(), model_, std::max(1, o_.threads));
     embedder_layers_ = static_cast<int>(dynamic_cast<const HiddenEmbedder&>(*embedder_).layers());
   }
-  if (o_.prompt_part_check) {
+  if (o_.prompt_part_router != PartRouter::Hidden) {
     if (o_.prompt_part <= 0 || !router_)
-      fail("serve: checking prompt parts needs prompt parts and experts with router keys");
-    RouterOptions tf_o = o_.router;
-    tf_o.centre = false;  // as `route eval` judged it
-    tfidf_router_ = std::make_unique<Router>(tfidf_router_keys(keys), tf_o);
-    tfidf_ = std::make_unique<TfIdfEmbedder>(keys.front().tfidf_idf);
-    if (tfidf_->dim() != tok_.n_vocab())
-      fail("serve: the experts' TF-IDF keys span ", tfidf_->dim(),
+      fail("serve: a prompt-part router needs prompt parts and experts with router keys");
+    RouterOptions part_o = o_.router;
+    part_o.centre = false;  // as `route eval` judged it
+    if (o_.prompt_part_router == PartRouter::TfIdfChecked) {
+      part_router_ = std::make_unique<Router>(tfidf_router_keys(keys), part_o);
+      part_embedder_ = std::make_unique<TfIdfEmbedder>(keys.front().tfidf_idf);
+    } else {
+      if (!(o_.prompt_part_temperature > 0))
+        fail("serve: the prompt parts' temperature must be positive");
+      part_o.temperature = o_.prompt_part_temperature;
+      for (size_t i = 0; i < keys.size(); ++i)
+        if (keys[i].unigram_logp.empty())
+          fail("serve: expert ", experts_[i].first,
+               " has no unigram router key for the prompt parts (`clone lora keys --unigram` "
+               "writes it; --prompt-part 0 routes whole prompts)");
+      part_router_ = std::make_unique<Router>(unigram_router_keys(keys), part_o);
+      part_embedder_ = std::make_unique<UnigramEmbedder>(tok_.n_vocab(), tok_.bos());
+    }
+    if (part_embedder_->dim() != tok_.n_vocab() ||
+        static_cast<int64_t>(part_router_->key_size()) != tok_.n_vocab())
+      fail("serve: the experts' ", part_embedder_->name(), " keys span ", part_router_->key_size(),
            " tokens, the model's vocabulary ", tok_.n_vocab());
   }
   batch_ =
@@ -193,18 +214,27 @@ std::vector<int64_t> Scheduler::route_parts(Live& l, std::span<const float> embe
   for (int64_t start = 0; start < n; start += o_.prompt_part) {
     const auto window = segment_window_tokens(p, start, std::min(n, start + o_.prompt_part),
                                               SegmentRoute::Own, 1, tok_.bos());
-    const std::vector<double> own = router_->weights(embedder_->embed(window));
     std::vector<double> w;
-    if (tfidf_router_) {
-      const std::vector<double> by_tfidf = tfidf_router_->weights(tfidf_->embed(window));
-      w = same_top_expert({by_tfidf}, {own}).front()
-              ? blend_weights(by_tfidf, whole, o_.prompt_part_blend)
-              : whole;
-    } else {
-      w = blend_weights(own, whole, o_.prompt_part_blend);
+    switch (o_.prompt_part_router) {
+      case PartRouter::Hidden:
+        w = blend_weights(router_->weights(embedder_->embed(window)), whole, o_.prompt_part_blend);
+        break;
+      case PartRouter::TfIdfChecked: {
+        const std::vector<double> own = router_->weights(embedder_->embed(window));
+        const std::vector<double> by_tfidf = part_router_->weights(part_embedder_->embed(window));
+        w = same_top_expert({by_tfidf}, {own}).front()
+                ? blend_weights(by_tfidf, whole, o_.prompt_part_blend)
+                : whole;
+        break;
+      }
+      case PartRouter::Unigram:  // counts tokens: no model pass to charge
+        w = blend_weights(part_router_->weights(part_embedder_->embed(window)), whole,
+                          o_.prompt_part_blend);
+        break;
     }
     res.prompt_parts.push_back({start, named(w)});
-    embedded.push_back(std::min(static_cast<int64_t>(window.size()), embedder_->max_tokens()));
+    if (o_.prompt_part_router != PartRouter::Unigram)
+      embedded.push_back(std::min(static_cast<int64_t>(window.size()), embedder_->max_tokens()));
   }
   res.weights = res.prompt_parts.back().weights;  // the output continues the last part
   return embedded;

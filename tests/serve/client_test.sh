@@ -24,6 +24,15 @@ code=$(curl -sS -o "$work/bad.json" -w '%{http_code}' "$url/v1/completions" -d '
 [ "$code" = 400 ] && grep -q 'malformed JSON' "$work/bad.json" || fail "malformed JSON gave $code"
 curl -sS "$url/health" | grep -q '"status":"ok"' || fail "health"
 curl -sS "$url/metrics" | grep -q '^clone_requests_total{outcome="ok"} 2$' || fail "metrics"
+# A routed prompt that turns from scripture to quotes is prefilled in parts (the default, 32
+# tokens, routed by the experts' unigram keys): its first part under scripture, its last
+# under quotes.
+mixed='And the LORD spake unto Moses, saying, Speak unto the children of Israel, and say unto them, When any man of you bring an offering unto the LORD, ye shall bring your offering of the cattle. Imagination is more important than knowledge. Knowledge is limited, imagination encircles the world. Be yourself; everyone else is already taken. In three words I can sum up everything I have learned about life: it goes on.'
+out=$(curl -sS "$url/v1/completions" -d "{\"prompt\": \"$mixed\", \"max_tokens\": 2, \"clone\": {\"experts\": \"auto\"}}")
+parts=$(echo "$out" | grep -oE '"experts":\{[^}]*\},"from_token":[0-9]+' || true)
+[ "$(echo "$parts" | grep -c from_token)" -ge 3 ] || fail "prompt parts: $out"
+echo "$parts" | head -n 1 | grep -qE '^"experts":\{"scripture":[0-9.]+\}' || fail "first part: $parts"
+echo "$parts" | tail -n 1 | grep -qE '^"experts":\{"quotes":[0-9.]+\}' || fail "last part: $parts"
 echo "curl: all checks passed"
 
 # The official client.

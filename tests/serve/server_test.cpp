@@ -662,7 +662,7 @@ TEST(Server, CheckedPromptPartsMoveOnlyWhereBothRoutersNameTheSameExpert) {
   o.router.threshold = 0;
   o.prompt_part = 6;
   o.prompt_part_blend = 0.75;
-  o.prompt_part_check = true;
+  o.prompt_part_router = serve::PartRouter::TfIdfChecked;
   const std::string prompt =
       "And the LORD spake unto Moses, saying: he that loveth not knoweth not; sum += God; is "
       "love for (int i = 0; i < n; the LORD spake a[i] unto";
@@ -714,6 +714,77 @@ TEST(Server, CheckedPromptPartsMoveOnlyWhereBothRoutersNameTheSameExpert) {
   serve::SchedulerOptions no_parts = o;
   no_parts.prompt_part = 0;
   EXPECT_THROW(serve::Scheduler(base(), experts(), keys, no_parts), Error);
+}
+
+// Unigram prompt parts: each part's weights are a softmax of its mean log-likelihood per token
+// under each expert's unigram key, computed here from the key prompts' token counts.
+TEST(Server, UnigramPromptPartsAreWeightedByEachExpertsLikelihoodOfThePart) {
+  const Tokenizer tok = Tokenizer::from_gguf(base()->gguf());
+  auto emb = serve::make_hidden_embedder("hidden:2", base(), 1);
+  std::vector<serve::ExpertKey> keys = one_prompt_keys(tok, *emb);
+  const char* key_prompts[] = {"He that loveth not knoweth not God; for God is love.",
+                               "for (int i = 0; i < n; ++i) sum += a[i];",
+                               "And the LORD spake unto Moses, saying"};
+  const auto V = static_cast<size_t>(tok.n_vocab());
+  std::vector<std::vector<double>> logp;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    std::vector<double> c(V, 0.1);
+    double total = 0.1 * static_cast<double>(V);
+    for (int32_t t : tok.encode(key_prompts[i], false)) c[static_cast<size_t>(t)] += 1, total += 1;
+    for (double& x : c) x = std::log(x / total);
+    logp.push_back(c);
+    keys[i].unigram_logp.assign(c.begin(), c.end());
+  }
+  serve::SchedulerOptions o = opts();
+  o.router.threshold = 0;
+  o.prompt_part = 6;
+  o.prompt_part_blend = 0.75;
+  o.prompt_part_router = serve::PartRouter::Unigram;
+  o.prompt_part_temperature = 0.5;
+  const std::string prompt =
+      "And the LORD spake unto Moses, saying: he that loveth not knoweth not; sum += God; is "
+      "love for (int i = 0; i < n; the LORD spake a[i] unto";
+  const serve::Router hidden_router(keys, o.router);
+  const std::vector<int32_t> p = tok.encode(prompt, true);
+  const auto n = static_cast<int64_t>(p.size());
+  const std::vector<double> whole = hidden_router.weights(emb->embed(p));
+  std::vector<std::vector<double>> want_w;
+  for (int64_t start = 0; start < n; start += o.prompt_part) {
+    std::vector<double> s(keys.size(), 0.0), w(keys.size());
+    int64_t counted = 0;
+    for (int64_t j = start; j < std::min(n, start + o.prompt_part); ++j) {
+      if (p[static_cast<size_t>(j)] == tok.bos()) continue;
+      ++counted;
+      for (size_t e = 0; e < keys.size(); ++e)
+        s[e] += logp[e][static_cast<size_t>(p[static_cast<size_t>(j)])];
+    }
+    double z = 0;
+    for (size_t e = 0; e < keys.size(); ++e)
+      z += (w[e] = std::exp(s[e] / static_cast<double>(counted) / 0.5));
+    for (size_t e = 0; e < keys.size(); ++e) w[e] = 0.75 * w[e] / z + 0.25 * whole[e];
+    want_w.push_back(w);
+  }
+  Running r(o, {}, keys);
+  auto res = r.post("/v1/completions", completion(prompt, 4, "auto"));
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json j = json::parse(res->body);
+  const json& parts = j["clone"]["prompt_parts"];
+  ASSERT_EQ(parts.size(), want_w.size());
+  const char* names[] = {"quotes", "code", "scripture"};
+  bool apart = false;
+  for (size_t k = 0; k < parts.size(); ++k)
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_NEAR(parts[k]["experts"].value(names[i], 0.0), want_w[k][i], 1e-6)
+          << k << " " << names[i];
+      apart |= std::fabs(want_w[k][i] - want_w[0][i]) > 0.2;
+    }
+  EXPECT_TRUE(apart);  // the parts were routed apart
+  // Without unigram keys, or without parts, there is nothing to route by.
+  EXPECT_THROW(serve::Scheduler(base(), experts(), one_prompt_keys(tok, *emb), o), Error);
+  serve::SchedulerOptions no_parts = o;
+  no_parts.prompt_part = 0;
+  EXPECT_THROW(serve::Scheduler(base(), experts(), keys, no_parts), Error);
+  EXPECT_THROW(serve::part_router_from_name("bayes"), Error);
 }
 
 TEST(Server, TheLoadGeneratorCountsWhatTheServerServed) {

@@ -22,11 +22,15 @@
 namespace {
 
 struct Opts {
-  std::string model, mixing = "soft";
+  std::string model, mixing = "soft", part_router = "unigram";
   std::vector<std::string> experts;
   cln::serve::SchedulerOptions s;
   cln::serve::ServerOptions h;
   double setting_switch_ms = cln::dvfs::Settings{}.switch_s * 1e3;
+  // Routed prompts are prefilled in parts of 32 tokens, each routed by the experts' unigram
+  // keys: judged best of every way of mixing on the held-out sets (docs/serve.md); 0 routes
+  // the whole prompt once, as the paper.
+  Opts() { s.prompt_part = 32; }
 };
 
 int serve(Opts& o) {
@@ -46,6 +50,9 @@ int serve(Opts& o) {
   auto [experts, keys] = cli::load_experts(o.experts, *model, false);
   const bool with_key = !keys.empty();
   o.s.router.mixing = serve::mixing_from_name(o.mixing);
+  o.s.prompt_part_router = serve::part_router_from_name(o.part_router);
+  if (!with_key || o.s.prompt_part == 0)  // nothing is routed, or nothing in parts
+    o.s.prompt_part_router = serve::PartRouter::Hidden;
   o.s.board.setting_switch_s = o.setting_switch_ms * 1e-3;
   serve::Scheduler sched(model, std::move(experts), std::move(keys), o.s);
   serve::Server server(sched, o.h);
@@ -63,11 +70,15 @@ int serve(Opts& o) {
           ? std::string()
           : "; board " + o.s.board.device + " under " + o.s.board.controller + " DVFS" + weights +
                 (o.s.board.backend == "linux" ? ", clocks set on this machine" : "");
+  const std::string parts = with_key && o.s.prompt_part > 0 ? "; prompts routed in parts of " +
+                                                                  std::to_string(o.s.prompt_part) +
+                                                                  " tokens by " + o.part_router
+                                                            : std::string();
   std::fprintf(stderr,
-               "clone serve: %s with %zu experts%s, %d slots of %lld tokens%s; listening on "
+               "clone serve: %s with %zu experts%s%s, %d slots of %lld tokens%s; listening on "
                "http://%s:%d/\n",
-               o.model.c_str(), o.experts.size(), with_key ? " (router keys)" : "", o.s.slots,
-               static_cast<long long>(o.s.n_ctx), board.c_str(), o.h.host.c_str(), port);
+               o.model.c_str(), o.experts.size(), with_key ? " (router keys)" : "", parts.c_str(),
+               o.s.slots, static_cast<long long>(o.s.n_ctx), board.c_str(), o.h.host.c_str(), port);
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&sigs, &sig);
@@ -129,17 +140,25 @@ const cln::cli::Register reg{
           ->check(CLI::PositiveNumber);
       app.add_option("--prompt-part", o->s.prompt_part,
                      "prefill a routed prompt longer than this in parts of this many tokens, "
-                     "each under the mixture of its own tokens (0: one mixture per prompt)")
+                     "each under the mixture of its own tokens (0: one mixture per prompt, as "
+                     "the paper)")
           ->capture_default_str()
           ->check(CLI::NonNegativeNumber);
       app.add_option("--prompt-part-blend", o->s.prompt_part_blend,
                      "each part's own weights x this + the whole prompt's x (1 - this)")
           ->capture_default_str()
           ->check(CLI::Range(0.0, 1.0));
-      app.add_flag("--prompt-part-check", o->s.prompt_part_check,
-                   "route each part by the experts' TF-IDF keys (`clone lora keys --tfidf`) and "
-                   "move it off the prompt's mixture only where the router's embedding names "
-                   "the same top expert");
+      app.add_option("--prompt-part-router", o->part_router,
+                     "what routes each part: hidden (the router's embedding of the part), "
+                     "tfidf-checked (the experts' TF-IDF keys, moving a part only where the "
+                     "router's embedding names the same top expert) or unigram (naive Bayes "
+                     "over each expert's training text, `clone lora keys --unigram`)")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"hidden", "tfidf-checked", "unigram"}));
+      app.add_option("--prompt-part-temperature", o->s.prompt_part_temperature,
+                     "the unigram part router's softmax temperature over mean log-likelihoods")
+          ->capture_default_str()
+          ->check(CLI::PositiveNumber);
       app.add_option("--device", o->s.board.device,
                      "simulate this board (profile name or JSON) under a DVFS controller acting "
                      "at every layer boundary; responses and /metrics carry its time and energy");

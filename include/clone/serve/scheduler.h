@@ -114,6 +114,19 @@ class Ticket {
   GenResult result_;
 };
 
+// What routes a prompt part (SchedulerOptions::prompt_part).
+enum class PartRouter {
+  Hidden,  // the router's own embedding of BOS and the part
+  // The experts' TF-IDF keys (ExpertKey::tfidf_key), the part leaving the whole prompt's
+  // mixture only where the router's own embedding gives it the same top expert (two
+  // embeddings that err apart)
+  TfIdfChecked,
+  // Naive Bayes over the experts' training text (ExpertKey::unigram_logp, UnigramEmbedder):
+  // no model pass, and on the shipped bank the best of the three on every held-out set
+  Unigram,
+};
+PartRouter part_router_from_name(const std::string& s);  // "hidden", "tfidf-checked", "unigram"
+
 struct SchedulerOptions {
   int slots = 4;
   int64_t n_ctx = 1024;    // per request: prompt and output together
@@ -133,11 +146,11 @@ struct SchedulerOptions {
   // mixture for the whole prompt, as the paper; `route eval --segment-route own` measures it).
   int64_t prompt_part = 0;
   double prompt_part_blend = 1.0;
-  // With prompt parts: each part is routed by the experts' TF-IDF keys (ExpertKey::tfidf_key)
-  // instead, and leaves the whole prompt's mixture only where the router's own embedding gives
-  // it the same top expert (two embeddings that err apart; `route eval --segment-embedder
-  // tfidf --segment-cross-check` measures it).
-  bool prompt_part_check = false;
+  // What routes each prompt part (`route eval --segment-embedder` measures each).
+  PartRouter prompt_part_router = PartRouter::Hidden;
+  // The unigram part router's softmax temperature over mean log-likelihoods per token (chosen
+  // on the validation split: docs/results/route/parts-unigram-*-valid.md).
+  double prompt_part_temperature = 0.1;
   // A simulated board under a DVFS controller acting at every layer boundary of every pass
   // (dvfs/batch_cosim.h): device, controller, policy_path, corunner, corunner_seed are
   // used; empty device: none.
@@ -194,8 +207,9 @@ class Scheduler {
   std::vector<std::pair<std::string, std::shared_ptr<const LoraAdapter>>> experts_;
   std::unique_ptr<Router> router_;
   std::unique_ptr<Embedder> embedder_;
-  std::unique_ptr<Router> tfidf_router_;  // SchedulerOptions::prompt_part_check
-  std::unique_ptr<TfIdfEmbedder> tfidf_;
+  // The prompt parts' router and embedding where it is not the router's own.
+  std::unique_ptr<Router> part_router_;
+  std::unique_ptr<Embedder> part_embedder_;
   SchedulerOptions o_;
   std::unique_ptr<Batch> batch_;
   std::unique_ptr<dvfs::BatchCoSim> board_;
