@@ -73,11 +73,14 @@ std::string alone(const std::string& prompt, int64_t max_new,
 
 // Keys for the quotes, code and scripture experts made from one prompt each, so a prompt
 // equal to one of them routes to it.
+// One prompt per expert (quotes, code, scripture): what the tests' keys are made from.
+constexpr const char* kKeyPrompts[] = {"He that loveth not knoweth not God; for God is love.",
+                                       "for (int i = 0; i < n; ++i) sum += a[i];",
+                                       "And the LORD spake unto Moses, saying"};
+
 std::vector<serve::ExpertKey> one_prompt_keys(const Tokenizer& tok, serve::Embedder& emb) {
   std::vector<serve::ExpertKey> keys;
-  for (const char* k :
-       {"He that loveth not knoweth not God; for God is love.",
-        "for (int i = 0; i < n; ++i) sum += a[i];", "And the LORD spake unto Moses, saying"}) {
+  for (const char* k : kKeyPrompts) {
     const auto e = emb.embed(tok.encode(k, true));
     keys.push_back({emb.name(), std::vector<float>(e.begin(), e.end()), 1});
   }
@@ -649,11 +652,8 @@ TEST(Server, CheckedPromptPartsMoveOnlyWhereBothRoutersNameTheSameExpert) {
   auto emb = serve::make_hidden_embedder("hidden:2", base(), 1);
   std::vector<serve::ExpertKey> keys = one_prompt_keys(tok, *emb);
   // The TF-IDF halves: idf fitted on the three key prompts, each key its own prompt's.
-  const char* key_prompts[] = {"He that loveth not knoweth not God; for God is love.",
-                               "for (int i = 0; i < n; ++i) sum += a[i];",
-                               "And the LORD spake unto Moses, saying"};
   std::vector<std::vector<int32_t>> docs;
-  for (const char* k : key_prompts) docs.push_back(tok.encode(k, true));
+  for (const char* k : kKeyPrompts) docs.push_back(tok.encode(k, true));
   serve::TfIdfEmbedder tfidf(tok.n_vocab(), docs);
   for (size_t i = 0; i < keys.size(); ++i)
     keys[i].tfidf_idf = tfidf.idf(), keys[i].tfidf_key = tfidf.embed(docs[i]);
@@ -722,15 +722,12 @@ TEST(Server, UnigramPromptPartsAreWeightedByEachExpertsLikelihoodOfThePart) {
   const Tokenizer tok = Tokenizer::from_gguf(base()->gguf());
   auto emb = serve::make_hidden_embedder("hidden:2", base(), 1);
   std::vector<serve::ExpertKey> keys = one_prompt_keys(tok, *emb);
-  const char* key_prompts[] = {"He that loveth not knoweth not God; for God is love.",
-                               "for (int i = 0; i < n; ++i) sum += a[i];",
-                               "And the LORD spake unto Moses, saying"};
   const auto V = static_cast<size_t>(tok.n_vocab());
   std::vector<std::vector<double>> logp;
   for (size_t i = 0; i < keys.size(); ++i) {
     std::vector<double> c(V, 0.1);
     double total = 0.1 * static_cast<double>(V);
-    for (int32_t t : tok.encode(key_prompts[i], false)) c[static_cast<size_t>(t)] += 1, total += 1;
+    for (int32_t t : tok.encode(kKeyPrompts[i], false)) c[static_cast<size_t>(t)] += 1, total += 1;
     for (double& x : c) x = std::log(x / total);
     logp.push_back(c);
     keys[i].unigram_logp.assign(c.begin(), c.end());
