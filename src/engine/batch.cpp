@@ -18,6 +18,8 @@ struct Batch::Slot {
   int64_t n_past = 0;
   std::vector<std::vector<float>> k, v;  // per layer: [n_ctx, n_head_kv * dk / dv]
   std::unique_ptr<LoraTable> loras;
+  // Changes scheduled by set_loras_from: from this position on, these experts (ascending).
+  std::vector<std::pair<int64_t, std::unique_ptr<LoraTable>>> pending;
 };
 
 struct Batch::Scratch {
@@ -78,14 +80,36 @@ void Batch::close(int slot) {
   if (!is_open(slot)) fail("batch: slot ", slot, " is not open");
   slots_[static_cast<size_t>(slot)]->open = false;
   slots_[static_cast<size_t>(slot)]->loras.reset();
+  slots_[static_cast<size_t>(slot)]->pending.clear();
 }
+
+namespace {
+// A slot's experts as a table, with the scratch its products need.
+std::unique_ptr<LoraTable> make_table(const Model& m, const std::vector<ActiveLora>& loras,
+                                      int64_t max_rows, std::vector<float>& tmp) {
+  auto t = std::make_unique<LoraTable>(m, loras);
+  const auto need = static_cast<size_t>(max_rows * t->max_rank());
+  if (tmp.size() < need) tmp.resize(need);
+  return t;
+}
+}  // namespace
 
 void Batch::set_loras(int slot, std::vector<ActiveLora> loras) {
   if (!is_open(slot)) fail("batch: slot ", slot, " is not open");
   Slot& s = *slots_[static_cast<size_t>(slot)];
-  s.loras = std::make_unique<LoraTable>(*model_, loras);
-  const auto need = static_cast<size_t>(max_rows_ * s.loras->max_rank());
-  if (s_->lora_tmp.size() < need) s_->lora_tmp.resize(need);
+  s.loras = make_table(*model_, loras, max_rows_, s_->lora_tmp);
+  s.pending.clear();
+}
+
+void Batch::set_loras_from(int slot, int64_t pos, std::vector<ActiveLora> loras) {
+  if (!is_open(slot)) fail("batch: slot ", slot, " is not open");
+  Slot& s = *slots_[static_cast<size_t>(slot)];
+  const int64_t after = s.pending.empty() ? s.n_past : s.pending.back().first + 1;
+  if (pos < after || pos >= n_ctx_)
+    fail("batch: slot ", slot, ": experts changed at position ", pos, ", before ", after,
+         " or past the context of ", n_ctx_);
+  if (pos == s.n_past && s.pending.empty()) return set_loras(slot, std::move(loras));
+  s.pending.emplace_back(pos, make_table(*model_, loras, max_rows_, s_->lora_tmp));
 }
 
 bool Batch::is_open(int slot) const {
@@ -153,14 +177,28 @@ struct Batch::Pass {
                      c.rms_eps);
     return b.s_->xn.data();
   }
-  // W x over all rows once, then each item's experts on its own rows.
+  // W x over all rows once, then each item's experts on its own rows (a slot's rows from a
+  // scheduled change on under that change's experts).
   void apply(int32_t il, LayerMatrix w, const float* in, float* out, bool accumulate) {
     const kernels::Matrix& mat = m.layers[static_cast<size_t>(il)][w];
     kernels::matmul(mat, in, n, out, b.pool_.get(), accumulate);
-    for (size_t i = 0; i < work.size(); ++i)
-      if (!slot(i).loras->empty())
-        slot(i).loras->apply(il, w, in + row0[i] * mat.cols, rows(i), out + row0[i] * mat.rows,
-                             b.s_->lora_tmp.data(), b.pool_.get());
+    for (size_t i = 0; i < work.size(); ++i) {
+      Slot& s = slot(i);
+      const auto run = [&](const LoraTable& t, int64_t from, int64_t to) {  // rows [from, to)
+        if (to > from && !t.empty())
+          t.apply(il, w, in + (row0[i] + from) * mat.cols, to - from,
+                  out + (row0[i] + from) * mat.rows, b.s_->lora_tmp.data(), b.pool_.get());
+      };
+      int64_t from = 0;
+      const LoraTable* t = s.loras.get();
+      for (const auto& [pos, next] : s.pending) {
+        const int64_t at = std::clamp<int64_t>(pos - s.n_past, 0, rows(i));
+        run(*t, from, at);
+        from = at;
+        t = next.get();
+      }
+      run(*t, from, rows(i));
+    }
   }
   float* linear(float* in, int32_t il, LayerMatrix w) {
     float* out = nullptr;
@@ -256,6 +294,14 @@ std::vector<std::span<const float>> Batch::step(const std::vector<Work>& work) {
   }
   if (p.n > max_rows_) fail("batch: ", p.n, " rows exceed the pass limit of ", max_rows_);
   llama_forward(p, c);
+  // Changes now reached become each slot's experts (the next row is at n_past).
+  for (const Work& w : work) {
+    Slot& s = *slots_[static_cast<size_t>(w.slot)];
+    while (!s.pending.empty() && s.pending.front().first <= s.n_past) {
+      s.loras = std::move(s.pending.front().second);
+      s.pending.erase(s.pending.begin());
+    }
+  }
   std::vector<std::span<const float>> out;
   for (size_t i = 0; i < work.size(); ++i)
     out.emplace_back(logits_.data() + i * static_cast<size_t>(c.n_vocab),

@@ -40,7 +40,6 @@ struct Scheduler::Live {
   int slot = -1;
   int64_t id = -1;    // on the simulated board
   size_t fed = 0;     // prompt tokens already run
-  size_t part = 0;    // the prompt part being fed (GenResult::prompt_parts)
   int32_t next = -1;  // the token to run in the next pass (decode)
   bool done = false;  // stopped by EOS, its limit or a full context
   Clock::time_point submitted, admitted, first, last;
@@ -296,6 +295,10 @@ void Scheduler::admit(std::shared_ptr<Live> l) {
   l->slot = batch_->open(
       adapters(res.prompt_parts.empty() ? res.weights : res.prompt_parts.front().weights));
   if (l->slot < 0) fail("serve: no free slot (internal)");
+  // Each later part's mixture from its first position on, whichever pass its rows come in.
+  for (size_t k = 1; k < res.prompt_parts.size(); ++k)
+    batch_->set_loras_from(l->slot, res.prompt_parts[k].from,
+                           adapters(res.prompt_parts[k].weights));
   if (board_) {
     GenRequest& q = l->req;
     workload::Request w;
@@ -364,15 +367,9 @@ void Scheduler::loop() {
     for (const auto& l : live_) {
       if (budget == 0) break;
       if (l->fed < l->req.prompt.size()) {
-        // Prompt parts: a chunk stays within one part, which runs under its own mixture.
-        auto& parts = l->ticket->result_.prompt_parts;
-        size_t part_end = l->req.prompt.size();
-        if (!parts.empty()) {
-          if (l->part + 1 < parts.size() && static_cast<int64_t>(l->fed) >= parts[l->part + 1].from)
-            batch_->set_loras(l->slot, adapters(parts[++l->part].weights));
-          if (l->part + 1 < parts.size()) part_end = static_cast<size_t>(parts[l->part + 1].from);
-        }
-        const auto n = std::min<int64_t>(budget, static_cast<int64_t>(part_end - l->fed));
+        // (Prompt parts change the slot's experts at their first positions: set at admission.)
+        const auto n =
+            std::min<int64_t>(budget, static_cast<int64_t>(l->req.prompt.size() - l->fed));
         work.push_back(
             {l->slot,
              std::span<const int32_t>(l->req.prompt).subspan(l->fed, static_cast<size_t>(n))});

@@ -178,3 +178,70 @@ TEST(Batch, ReroutedSlotEqualsAContextSwitchingExperts) {
   EXPECT_GT(rel_diff(ref.back(), kept.back()), 1e-3);  // the switch mattered
   EXPECT_THROW(b.set_loras(5, after), Error);          // no such slot
 }
+
+// Changes of experts scheduled at positions (a prompt's parts): one pass over the whole prompt,
+// or chunks that cut across the changes, compute what a Context switching experts at those
+// positions computes, and decoding continues under the last change's experts.
+TEST(Batch, ExpertsChangedAtPositionsEqualAContextSwitchingThere) {
+  const auto m = batch_model();
+  const ModelConfig& c = m->config();
+  auto l1 = LoraAdapter::load(
+      test::random_adapter(c, {kAllLayerMatrices.begin(), kAllLayerMatrices.end()}, 4, 8.0f, 5,
+                           "p1.gguf"),
+      *m);
+  auto l2 = LoraAdapter::load(
+      test::random_adapter(c, {LayerMatrix::Q, LayerMatrix::Up}, 2, 8.0f, 6, "p2.gguf"), *m);
+  const std::vector<std::vector<ActiveLora>> mix = {
+      {{l1, 1.0f}}, {{l2, 0.6f}, {l1, 0.4f}}, {}};  // from 0, from 3, from 7 (the base)
+  const std::vector<int64_t> at = {0, 3, 7};
+  const std::vector<int32_t> prompt = {1, 17, 230, 5, 64, 9, 81, 120, 33, 4};
+  const int steps = 4;
+  // Reference: a Context switching experts at 3 and 7.
+  Context ctx(m, {64, 1, 64});
+  std::vector<float> last;
+  for (size_t k = 0; k < at.size(); ++k) {
+    ctx.set_loras(mix[k]);
+    const auto end = k + 1 < at.size() ? at[k + 1] : static_cast<int64_t>(prompt.size());
+    const auto l = ctx.eval(
+        std::span(prompt).subspan(static_cast<size_t>(at[k]), static_cast<size_t>(end - at[k])));
+    last.assign(l.begin(), l.end());
+  }
+  std::vector<std::vector<float>> ref = {last};
+  for (int s = 1; s < steps; ++s) {
+    const int32_t one[1] = {argmax(ref.back())};
+    const auto l = ctx.eval(one);
+    ref.emplace_back(l.begin(), l.end());
+  }
+  for (const int64_t chunk : {int64_t{10}, int64_t{4}, int64_t{1}}) {  // one pass, cut, by token
+    Batch b(m, {2, 64, 64, 1});
+    const int s = b.open(mix[0]), other = b.open({{l2, 1.0f}});
+    b.set_loras_from(s, at[1], mix[1]);
+    b.set_loras_from(s, at[2], mix[2]);
+    std::span<const float> l;
+    for (size_t fed = 0; fed < prompt.size(); fed += static_cast<size_t>(chunk)) {
+      const auto n = std::min(prompt.size() - fed, static_cast<size_t>(chunk));
+      const std::vector<int32_t> other_tok = {static_cast<int32_t>(3 + fed)};
+      l = b.step({{other, other_tok}, {s, std::span(prompt).subspan(fed, n)}})[1];
+    }
+    double worst = rel_diff(l, ref[0]);
+    std::vector<int32_t> next = {argmax(l)};
+    for (int step = 1; step < steps; ++step) {
+      l = b.step({{s, next}})[0];
+      worst = std::max(worst, rel_diff(l, ref[static_cast<size_t>(step)]));
+      next = {argmax(l)};
+    }
+    EXPECT_LT(worst, 1e-5) << "chunks of " << chunk;
+  }
+  // Without the changes the logits differ (the changes mattered).
+  Batch plain(m, {1, 64, 64, 1});
+  const int p0 = plain.open(mix[0]);
+  EXPECT_GT(rel_diff(plain.step({{p0, prompt}})[0], ref[0]), 1e-3);
+  // A change before the next position, out of order, or past the context is refused; a
+  // set_loras drops what was scheduled.
+  EXPECT_THROW(plain.set_loras_from(p0, 5, mix[1]), Error);  // 10 positions already run
+  plain.set_loras_from(p0, 20, mix[1]);
+  EXPECT_THROW(plain.set_loras_from(p0, 20, mix[2]), Error);
+  EXPECT_THROW(plain.set_loras_from(p0, 64, mix[2]), Error);
+  plain.set_loras(p0, mix[2]);
+  EXPECT_NO_THROW(plain.set_loras_from(p0, 12, mix[1]));
+}

@@ -42,8 +42,14 @@ class Batch {
   int open(std::vector<ActiveLora> loras = {});
   void close(int slot);  // frees the slot at once (its cache is forgotten)
   // Replaces an open slot's experts from its next pass on (its cache is kept: the positions
-  // already run keep what the earlier mixture made of them), e.g. a stream re-routed.
+  // already run keep what the earlier mixture made of them), e.g. a stream re-routed. Drops
+  // the changes set_loras_from scheduled.
   void set_loras(int slot, std::vector<ActiveLora> loras);
+  // Schedules a change of an open slot's experts at cache position pos (>= its next position,
+  // after any change scheduled before): its rows from pos on run under these experts, in
+  // whichever pass they come, so a prompt whose parts have their own mixtures is prefilled in
+  // as few passes as the row budget allows, rather than one pass a part.
+  void set_loras_from(int slot, int64_t pos, std::vector<ActiveLora> loras);
   bool is_open(int slot) const;
   int64_t n_past(int slot) const;
   int open_slots() const;

@@ -140,10 +140,12 @@ struct SchedulerOptions {
   int64_t reroute_every = 0;
   int64_t reroute_window = 32;
   // Routed prompts longer than this many tokens are prefilled in parts of this many, each
-  // under its own mixture: the router's weights for BOS and the part's own tokens (embedded
-  // as a prompt is), blended with the whole prompt's, prompt_part_blend x the part's + (1 -
-  // prompt_part_blend) x the prompt's; the output continues under the last part's (0: one
-  // mixture for the whole prompt, as the paper; `route eval --segment-route own` measures it).
+  // under its own mixture (the slot's experts change at each part's first position,
+  // Batch::set_loras_from, so the parts share passes as the row budget allows): the router's
+  // weights for BOS and the part's own tokens (embedded as a prompt is), blended with the whole
+  // prompt's, prompt_part_blend x the part's + (1 - prompt_part_blend) x the prompt's; the output
+  // continues under the last part's (0: one mixture for the whole prompt, as the paper; `route eval
+  // --segment-route own` measures it).
   int64_t prompt_part = 0;
   double prompt_part_blend = 1.0;
   // What routes each prompt part (`route eval --segment-embedder` measures each).
