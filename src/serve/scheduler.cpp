@@ -208,7 +208,9 @@ std::vector<int64_t> Scheduler::route_parts(Live& l, std::span<const float> embe
   GenResult& res = l.ticket->result_;
   const auto& p = l.req.prompt;
   const auto n = static_cast<int64_t>(p.size());
-  const std::vector<double> whole = router_->weights(embedding);
+  // (No embedding: unigram parts at blend 1, which give the whole prompt's weights no share.)
+  const std::vector<double> whole =
+      embedding.empty() ? std::vector<double>(experts_.size(), 0.0) : router_->weights(embedding);
   std::vector<int64_t> embedded;
   for (int64_t start = 0; start < n; start += o_.prompt_part) {
     const auto window = segment_window_tokens(p, start, std::min(n, start + o_.prompt_part),
@@ -276,15 +278,20 @@ void Scheduler::admit(std::shared_ptr<Live> l) {
   GenResult& res = l->ticket->result_;
   res.prompt_tokens = static_cast<int64_t>(l->req.prompt.size());
   res.queue_s = seconds(l->submitted, l->admitted);
-  // The prompt's embedding, once, for the router and for a length predictor on the same one.
+  // The prompt's embedding, once, for the router and for a length predictor on the same one;
+  // not where unigram parts at blend 1 decide every position's mixture and no predictor reads
+  // it (the whole prompt's weights would not be used).
   const bool routed = l->req.experts.mode == ExpertChoice::Mode::Router;
   const bool shared = embedder_ && length_ && length_->embedder_name() == embedder_->name();
+  const bool in_parts =
+      routed && o_.prompt_part > 0 && static_cast<int64_t>(l->req.prompt.size()) > o_.prompt_part;
+  const bool whole_unused =
+      in_parts && o_.prompt_part_router == PartRouter::Unigram && o_.prompt_part_blend == 1.0;
   std::vector<float> emb;
-  if (routed || shared) emb = embedder_->embed(l->req.prompt);
-  res.weights = route(l->req, emb);
+  if ((routed && !whole_unused) || shared) emb = embedder_->embed(l->req.prompt);
+  if (!whole_unused) res.weights = route(l->req, emb);
   std::vector<int64_t> part_embedded;  // tokens each prompt part's embedding ran on
-  if (routed && o_.prompt_part > 0 && static_cast<int64_t>(l->req.prompt.size()) > o_.prompt_part)
-    part_embedded = route_parts(*l, emb);
+  if (in_parts) part_embedded = route_parts(*l, emb);
   if (routed) res.route_s = seconds(l->admitted, Clock::now());
   const int64_t budget =
       std::min(l->req.max_tokens, o_.n_ctx - static_cast<int64_t>(l->req.prompt.size()));
@@ -315,7 +322,7 @@ void Scheduler::admit(std::shared_ptr<Live> l) {
     l->id = next_id_++;
     board_->admit(l->id, q.slo, w.prompt, planned, w.ttft_target_s, w.tpot_target_s);
     // The router's embedding ran before the request's passes: on the board too.
-    if (q.experts.mode == ExpertChoice::Mode::Router)
+    if (q.experts.mode == ExpertChoice::Mode::Router && !emb.empty())
       board_->charge_embedding(l->id, embedder_layers_,
                                std::min(w.prompt, embedder_->max_tokens()));
     for (int64_t n : part_embedded) board_->charge_embedding(l->id, embedder_layers_, n);

@@ -776,6 +776,28 @@ TEST(Server, UnigramPromptPartsAreWeightedByEachExpertsLikelihoodOfThePart) {
       apart |= std::fabs(want_w[k][i] - want_w[0][i]) > 0.2;
     }
   EXPECT_TRUE(apart);  // the parts were routed apart
+  // At blend 1 the whole prompt's weights have no share: its hidden embedding is not run, so
+  // the simulated board's first token comes sooner than at 0.75 (which charges it), with the
+  // same layer passes, and each part's mixture is its own likelihoods' softmax.
+  double ttft[2] = {0, 0};
+  for (const double blend : {0.75, 1.0}) {
+    serve::SchedulerOptions ob = o;
+    ob.prompt_part_blend = blend;
+    ob.board.device = std::string(CLONE_SOURCE_DIR) + "/profiles/orin-nx-16gb.json";
+    ob.board.controller = "performance";
+    Running rb(ob, {}, keys);
+    const auto got = rb.post("/v1/completions", completion(prompt, 2, "auto"));
+    ASSERT_EQ(got->status, 200) << got->body;
+    const json jb = json::parse(got->body);
+    ttft[blend == 1.0] = jb["clone"]["device"]["ttft_ms"].get<double>();
+    if (blend == 1.0) {
+      for (size_t k = 0; k < parts.size(); ++k)
+        for (size_t i = 0; i < 3; ++i)
+          EXPECT_NEAR(jb["clone"]["prompt_parts"][k]["experts"].value(names[i], 0.0),
+                      (want_w[k][i] - 0.25 * whole[i]) / 0.75, 1e-6);
+    }
+  }
+  EXPECT_LT(ttft[1], ttft[0] * 0.97) << ttft[0];
   // Without unigram keys, or without parts, there is nothing to route by.
   EXPECT_THROW(serve::Scheduler(base(), experts(), one_prompt_keys(tok, *emb), o), Error);
   serve::SchedulerOptions no_parts = o;
