@@ -17,9 +17,7 @@ struct Batch::Slot {
   bool open = false;
   int64_t n_past = 0;
   std::vector<std::vector<float>> k, v;  // per layer: [n_ctx, n_head_kv * dk / dv]
-  std::unique_ptr<LoraTable> loras;
-  // Changes scheduled by set_loras_from: from this position on, these experts (ascending).
-  std::vector<std::pair<int64_t, std::unique_ptr<LoraTable>>> pending;
+  LoraSchedule loras;                    // its experts, and changes scheduled at later positions
 };
 
 struct Batch::Scratch {
@@ -79,37 +77,28 @@ int Batch::open(std::vector<ActiveLora> loras) {
 void Batch::close(int slot) {
   if (!is_open(slot)) fail("batch: slot ", slot, " is not open");
   slots_[static_cast<size_t>(slot)]->open = false;
-  slots_[static_cast<size_t>(slot)]->loras.reset();
-  slots_[static_cast<size_t>(slot)]->pending.clear();
+  slots_[static_cast<size_t>(slot)]->loras.clear();
 }
 
-namespace {
-// A slot's experts as a table, with the scratch its products need.
-std::unique_ptr<LoraTable> make_table(const Model& m, const std::vector<ActiveLora>& loras,
-                                      int64_t max_rows, std::vector<float>& tmp) {
-  auto t = std::make_unique<LoraTable>(m, loras);
-  const auto need = static_cast<size_t>(max_rows * t->max_rank());
-  if (tmp.size() < need) tmp.resize(need);
+std::unique_ptr<LoraTable> Batch::table(const std::vector<ActiveLora>& loras) {
+  auto t = std::make_unique<LoraTable>(*model_, loras);
+  const auto need = static_cast<size_t>(max_rows_ * t->max_rank());
+  if (s_->lora_tmp.size() < need) s_->lora_tmp.resize(need);
   return t;
 }
-}  // namespace
 
 void Batch::set_loras(int slot, std::vector<ActiveLora> loras) {
   if (!is_open(slot)) fail("batch: slot ", slot, " is not open");
-  Slot& s = *slots_[static_cast<size_t>(slot)];
-  s.loras = make_table(*model_, loras, max_rows_, s_->lora_tmp);
-  s.pending.clear();
+  slots_[static_cast<size_t>(slot)]->loras.set(table(loras));
 }
 
 void Batch::set_loras_from(int slot, int64_t pos, std::vector<ActiveLora> loras) {
   if (!is_open(slot)) fail("batch: slot ", slot, " is not open");
+  if (pos >= n_ctx_)
+    fail("batch: slot ", slot, ": experts changed at position ", pos, ", past the context of ",
+         n_ctx_);
   Slot& s = *slots_[static_cast<size_t>(slot)];
-  const int64_t after = s.pending.empty() ? s.n_past : s.pending.back().first + 1;
-  if (pos < after || pos >= n_ctx_)
-    fail("batch: slot ", slot, ": experts changed at position ", pos, ", before ", after,
-         " or past the context of ", n_ctx_);
-  if (pos == s.n_past && s.pending.empty()) return set_loras(slot, std::move(loras));
-  s.pending.emplace_back(pos, make_table(*model_, loras, max_rows_, s_->lora_tmp));
+  s.loras.set_from(pos, s.n_past, table(loras));
 }
 
 bool Batch::is_open(int slot) const {
@@ -182,23 +171,9 @@ struct Batch::Pass {
   void apply(int32_t il, LayerMatrix w, const float* in, float* out, bool accumulate) {
     const kernels::Matrix& mat = m.layers[static_cast<size_t>(il)][w];
     kernels::matmul(mat, in, n, out, b.pool_.get(), accumulate);
-    for (size_t i = 0; i < work.size(); ++i) {
-      Slot& s = slot(i);
-      const auto run = [&](const LoraTable& t, int64_t from, int64_t to) {  // rows [from, to)
-        if (to > from && !t.empty())
-          t.apply(il, w, in + (row0[i] + from) * mat.cols, to - from,
-                  out + (row0[i] + from) * mat.rows, b.s_->lora_tmp.data(), b.pool_.get());
-      };
-      int64_t from = 0;
-      const LoraTable* t = s.loras.get();
-      for (const auto& [pos, next] : s.pending) {
-        const int64_t at = std::clamp<int64_t>(pos - s.n_past, 0, rows(i));
-        run(*t, from, at);
-        from = at;
-        t = next.get();
-      }
-      run(*t, from, rows(i));
-    }
+    for (size_t i = 0; i < work.size(); ++i)
+      slot(i).loras.apply(il, w, in + row0[i] * mat.cols, rows(i), slot(i).n_past, mat.cols,
+                          mat.rows, out + row0[i] * mat.rows, b.s_->lora_tmp.data(), b.pool_.get());
   }
   float* linear(float* in, int32_t il, LayerMatrix w) {
     float* out = nullptr;
@@ -297,10 +272,7 @@ std::vector<std::span<const float>> Batch::step(const std::vector<Work>& work) {
   // Changes now reached become each slot's experts (the next row is at n_past).
   for (const Work& w : work) {
     Slot& s = *slots_[static_cast<size_t>(w.slot)];
-    while (!s.pending.empty() && s.pending.front().first <= s.n_past) {
-      s.loras = std::move(s.pending.front().second);
-      s.pending.erase(s.pending.begin());
-    }
+    s.loras.advance(s.n_past);
   }
   std::vector<std::span<const float>> out;
   for (size_t i = 0; i < work.size(); ++i)

@@ -25,7 +25,9 @@ struct Context::Scratch {
 };
 
 Context::Context(std::shared_ptr<const Model> model, const ContextParams& p)
-    : model_(std::move(model)), s_(std::make_unique<Scratch>()) {
+    : model_(std::move(model)),
+      s_(std::make_unique<Scratch>()),
+      loras_(std::make_unique<LoraSchedule>()) {
   const ModelConfig& c = model_->config();
   n_ctx_ = p.n_ctx > 0 ? p.n_ctx : std::min<int64_t>(c.n_ctx_train, 4096);
   n_batch_ = std::max<int64_t>(1, std::min(p.n_batch, n_ctx_));
@@ -64,9 +66,20 @@ void Context::truncate(int64_t n) {
   n_past_ = n;
 }
 
+void Context::reset() {
+  n_past_ = 0;
+  loras_->drop_scheduled();
+}
+
 void Context::set_loras(std::vector<ActiveLora> loras) {
-  loras_ = std::make_unique<LoraTable>(*model_, loras);
-  lora_tmp_.assign(static_cast<size_t>(n_batch_ * loras_->max_rank()), 0.0f);
+  loras_->set(std::make_unique<LoraTable>(*model_, loras));
+  lora_tmp_.resize(static_cast<size_t>(n_batch_ * loras_->max_rank()), 0.0f);
+}
+
+void Context::set_loras_from(int64_t pos, std::vector<ActiveLora> loras) {
+  if (pos >= n_ctx_) fail("set_loras_from: position ", pos, " past the context of ", n_ctx_);
+  loras_->set_from(pos, n_past_, std::make_unique<LoraTable>(*model_, loras));
+  lora_tmp_.resize(static_cast<size_t>(n_batch_ * loras_->max_rank()), 0.0f);
 }
 
 // y (+)= W x, then each active expert: y += w * (alpha / r) * B (A x).
@@ -74,7 +87,11 @@ void Context::linear(int64_t layer, LayerMatrix which, const float* x, int64_t n
                      bool accumulate, bool adapters) {
   kernels::matmul(model_->layers[static_cast<size_t>(layer)][which], x, n, y, pool_.get(),
                   accumulate);
-  if (adapters && loras_) loras_->apply(layer, which, x, n, y, lora_tmp_.data(), pool_.get());
+  if (adapters) {
+    const kernels::Matrix& mat = model_->layers[static_cast<size_t>(layer)][which];
+    loras_->apply(layer, which, x, n, n_past_, mat.cols, mat.rows, y, lora_tmp_.data(),
+                  pool_.get());
+  }
 }
 
 void Context::check_tokens(std::span<const int32_t> tokens) const {
@@ -211,6 +228,7 @@ void Context::eval_pass(const int32_t* tokens, int64_t n, bool all_logits, float
   const Phase phase = (n == 1 && n_past_ > 0) ? Phase::Decode : Phase::Prefill;
   Pass pass{*this, *model_, model_->config(), tokens, n, all_logits, logits_out, phase};
   llama_forward(pass, model_->config());
+  loras_->advance(n_past_);  // changes now reached become the experts in use
 }
 
 std::vector<float> Context::mean_hidden(std::span<const int32_t> tokens, int64_t n_layers) {

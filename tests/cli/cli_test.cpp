@@ -199,6 +199,28 @@ TEST_F(Cli, RunOnADeviceWritesItsTrace) {
   EXPECT_NE(err_.find("40W"), std::string::npos) << err_;
 }
 
+// The weights `clone run` prints for a routed prompt or part: "name w, name w, ...".
+std::vector<std::pair<std::string, double>> route_weights(const std::string& list) {
+  std::vector<std::pair<std::string, double>> w;
+  std::istringstream all(list);
+  std::string item;
+  while (std::getline(all, item, ',')) {
+    std::istringstream is(item);
+    std::string name;
+    double x = 0;
+    is >> name >> x;
+    w.emplace_back(name, x);
+  }
+  return w;
+}
+std::string top_expert(const std::vector<std::pair<std::string, double>>& w) {
+  std::string top;
+  double top_w = 0;
+  for (const auto& [name, x] : w)
+    if (x > top_w) top_w = x, top = name;
+  return top;
+}
+
 // The README's main job: the shipped base, the router over the shipped task experts, the
 // length predictor, on a modelled board. The router puts a sum on the addition expert and the
 // answer is right; the embedding's layers are charged on the board (its TTFT is above the same
@@ -223,18 +245,11 @@ TEST_F(Cli, RunRoutesOverTheShippedExpertsAndPredictsTheLength) {
   // "...: addition 0.885, subtraction 0.115": the weights the router gave, addition's largest.
   const size_t w = err_.find("): ", err_.find("[clone route]"));
   ASSERT_NE(w, std::string::npos) << err_;
-  std::istringstream weights(err_.substr(w + 3, err_.find('\n', w) - w - 3));
-  std::string fixed, item, top;
-  double top_w = 0;
-  while (std::getline(weights, item, ',')) {
-    std::istringstream is(item);
-    std::string name;
-    double x = 0;
-    is >> name >> x;
-    if (x > top_w) top_w = x, top = name;
+  const auto weights = route_weights(err_.substr(w + 3, err_.find('\n', w) - w - 3));
+  std::string fixed;
+  for (const auto& [name, x] : weights)
     fixed += " --lora " + src + "/models/experts/" + name + ".gguf:" + std::to_string(x);
-  }
-  EXPECT_EQ(top, "addition") << err_;
+  EXPECT_EQ(top_expert(weights), "addition") << err_;
   EXPECT_NE(err_.find("[clone length] predicted "), std::string::npos) << err_;
   auto ttft_ms = [&] {
     const size_t p = err_.find("| TTFT ");
@@ -246,6 +261,46 @@ TEST_F(Cli, RunRoutesOverTheShippedExpertsAndPredictsTheLength) {
   EXPECT_GT(routed, ttft_ms()) << err_;
   EXPECT_NE(run(base + "-p x" + experts + fixed), 0);
   EXPECT_NE(err_.find("do not mix"), std::string::npos) << err_;
+}
+
+// A routed prompt longer than a part runs in parts, each under the unigram weights of its own
+// tokens (a prompt that turns from scripture to quotes: its first part under scripture, its
+// last under quotes), with no embedding charged on the board; --prompt-part 0 routes it whole
+// by the hidden router, and the embedding's layers make its TTFT longer.
+TEST_F(Cli, RunRoutesALongPromptInPartsByTheUnigramKeys) {
+  const std::string src = CLONE_SOURCE_DIR;
+  std::string experts;
+  for (const char* t : {"scripture", "quotes", "code"})
+    experts += " --expert " + src + "/models/experts/" + t + ".gguf";
+  const std::string cmd =
+      "run -m " + src + "/models/base/model.gguf -t 1 --temp 0 -n 4 " + experts +
+      " --device orin-nx-16gb --slo chatbot --dvfs performance -p 'And the LORD spake unto "
+      "Moses, saying, Speak unto the children of Israel, and say unto them, When any man of you "
+      "bring an offering unto the LORD, ye shall bring your offering of the cattle. Imagination "
+      "is more important than knowledge. Knowledge is limited, imagination encircles the world. "
+      "Be yourself; everyone else is already taken.'";
+  auto ttft_ms = [&] {
+    const size_t p = err_.find("| TTFT ");
+    return p == std::string::npos ? -1.0 : std::stod(err_.substr(p + 7));
+  };
+  // The expert with the largest weight on a part's line.
+  auto top_of_part = [&](const std::string& from) {
+    const std::string key = "[clone route] part from token " + from + " (unigram): ";
+    const size_t p = err_.find(key);
+    if (p == std::string::npos) return std::string("(no such part)");
+    return top_expert(
+        route_weights(err_.substr(p + key.size(), err_.find('\n', p) - p - key.size())));
+  };
+  ASSERT_EQ(run(cmd), 0) << err_;
+  EXPECT_EQ(top_of_part("0"), "scripture") << err_;
+  EXPECT_EQ(top_of_part("64"), "quotes") << err_;
+  EXPECT_EQ(err_.find("embedding"), std::string::npos) << err_;
+  const double parts = ttft_ms();
+  ASSERT_EQ(run(cmd + " --prompt-part 0"), 0) << err_;
+  EXPECT_NE(err_.find("[clone route] soft mixing over 3 experts (hidden:4 embedding"),
+            std::string::npos)
+      << err_;
+  EXPECT_GT(ttft_ms(), parts) << err_;
 }
 
 TEST_F(Cli, PruneWritesAModelThatRunsAndRefusesBadRequests) {

@@ -181,7 +181,8 @@ TEST(Batch, ReroutedSlotEqualsAContextSwitchingExperts) {
 
 // Changes of experts scheduled at positions (a prompt's parts): one pass over the whole prompt,
 // or chunks that cut across the changes, compute what a Context switching experts at those
-// positions computes, and decoding continues under the last change's experts.
+// positions computes, and decoding continues under the last change's experts; a Context with
+// the changes scheduled computes the same.
 TEST(Batch, ExpertsChangedAtPositionsEqualAContextSwitchingThere) {
   const auto m = batch_model();
   const ModelConfig& c = m->config();
@@ -231,6 +232,26 @@ TEST(Batch, ExpertsChangedAtPositionsEqualAContextSwitchingThere) {
       next = {argmax(l)};
     }
     EXPECT_LT(worst, 1e-5) << "chunks of " << chunk;
+  }
+  // A Context with the same changes scheduled: one eval of the whole prompt (in passes of 10
+  // and of 4 rows), then decoding.
+  for (const int64_t n_batch : {int64_t{64}, int64_t{4}}) {
+    Context sched(m, {64, 1, n_batch});
+    sched.set_loras(mix[0]);
+    sched.set_loras_from(at[1], mix[1]);
+    sched.set_loras_from(at[2], mix[2]);
+    auto l = sched.eval(prompt);
+    double worst = rel_diff(l, ref[0]);
+    for (int step = 1; step < steps; ++step) {
+      const int32_t one[1] = {argmax(l)};
+      l = sched.eval(one);
+      worst = std::max(worst, rel_diff(l, ref[static_cast<size_t>(step)]));
+    }
+    EXPECT_LT(worst, 1e-5) << "passes of " << n_batch;
+    EXPECT_THROW(sched.set_loras_from(5, mix[1]), Error);  // already run
+    sched.reset();  // forgets the cache and the schedule, keeps the experts in use (mix[2])
+    sched.set_loras_from(1, mix[0]);
+    EXPECT_NO_THROW(sched.eval(std::span(prompt).first(3)));
   }
   // Without the changes the logits differ (the changes mattered).
   Batch plain(m, {1, 64, 64, 1});

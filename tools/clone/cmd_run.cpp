@@ -37,6 +37,7 @@ struct Opts {
   std::string mixing = "soft", length_model;
   double route_temperature = cln::serve::RouterOptions{}.temperature,
          route_threshold = cln::serve::RouterOptions{}.threshold;
+  int64_t prompt_part = cln::serve::default_prompt_part;
   bool stats = true;
   bool ignore_eos = false;
   // Co-simulation on a modelled device.
@@ -77,11 +78,15 @@ int run(const Opts& o) {
   Context ctx(model, {o.n_ctx, o.threads, kBatch});
   std::vector<ActiveLora> loras = cli::load_loras(o.loras, *model);
   // Routing: the prompt's embedding (the base's first k layers, no adapters) against each
-  // expert's key; the experts are then applied with the router's weights.
+  // expert's key; the experts are then applied with the router's weights. A prompt longer
+  // than --prompt-part runs in parts instead, each under the unigram router's weights for its
+  // own tokens (as `clone serve` does; the experts change at each part's first position, one
+  // prefill), and the whole prompt's embedding runs only for a length predictor that reads it.
   int embed_layers = 0;
   int64_t embed_tokens = 0;
   std::unique_ptr<serve::Embedder> embedder;
   std::vector<float> embedding;
+  std::vector<std::pair<int64_t, std::vector<ActiveLora>>> later;  // parts after the first
   if (!o.experts.empty()) {
     if (!o.loras.empty()) fail("--expert (routed) and --lora (fixed weights) do not mix");
     auto [experts, keys] = cli::load_experts(o.experts, *model, true);
@@ -90,34 +95,74 @@ int run(const Opts& o) {
     ro.temperature = o.route_temperature, ro.threshold = o.route_threshold;
     serve::Router router(keys, ro);
     embedder = serve::make_hidden_embedder(router.embedder(), model, std::max(1, o.threads));
+    const auto n = static_cast<int64_t>(ids.size());
+    const bool in_parts = o.prompt_part > 0 && n > o.prompt_part;
+    const auto mix = [&](const std::vector<double>& w) {
+      std::vector<ActiveLora> m;
+      for (size_t i = 0; i < w.size(); ++i)
+        if (w[i] > 0) m.push_back({experts[i].second, static_cast<float>(w[i])});
+      return m;
+    };
+    const auto shown = [&](const std::vector<double>& w) {
+      std::string s;
+      for (size_t i = 0; i < w.size(); ++i) {
+        if (w[i] <= 0) continue;
+        char buf[128];
+        std::snprintf(buf, sizeof buf, "%s%s %.3f", s.empty() ? "" : ", ", experts[i].first.c_str(),
+                      w[i]);
+        s += buf;
+      }
+      return s;
+    };
     const auto t0 = std::chrono::steady_clock::now();
-    embedding = embedder->embed(ids);
-    const double route_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    const std::vector<double> w = router.weights(embedding);
-    std::string shown;
-    for (size_t i = 0; i < w.size(); ++i) {
-      if (w[i] <= 0) continue;
-      loras.push_back({experts[i].second, static_cast<float>(w[i])});
-      char buf[128];
-      std::snprintf(buf, sizeof buf, "%s%s %.3f", shown.empty() ? "" : ", ",
-                    experts[i].first.c_str(), w[i]);
-      shown += buf;
+    if (!in_parts || !o.length_model.empty()) {
+      embedding = embedder->embed(ids);
+      embed_layers =
+          static_cast<int>(dynamic_cast<const serve::HiddenEmbedder&>(*embedder).layers());
+      embed_tokens = std::min<int64_t>(n, embedder->max_tokens());
     }
-    embed_layers = static_cast<int>(dynamic_cast<const serve::HiddenEmbedder&>(*embedder).layers());
-    embed_tokens = std::min<int64_t>(static_cast<int64_t>(ids.size()), embedder->max_tokens());
-    if (o.stats)
-      std::fprintf(stderr, "[clone route] %s mixing over %zu experts (%s embedding, %.1f ms): %s\n",
-                   o.mixing.c_str(), experts.size(), router.embedder().c_str(), route_ms,
-                   shown.c_str());
+    if (!in_parts) {
+      const std::vector<double> w = router.weights(embedding);
+      loras = mix(w);
+      const double route_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (o.stats)
+        std::fprintf(stderr,
+                     "[clone route] %s mixing over %zu experts (%s embedding, %.1f ms): %s\n",
+                     o.mixing.c_str(), experts.size(), router.embedder().c_str(), route_ms,
+                     shown(w).c_str());
+    } else {
+      for (size_t i = 0; i < keys.size(); ++i)
+        if (keys[i].unigram_logp.empty())
+          fail("expert ", experts[i].first,
+               " has no unigram router key for the prompt parts (`clone lora keys --unigram` "
+               "writes it; --prompt-part 0 routes the whole prompt)");
+      serve::RouterOptions po = ro;
+      po.temperature = serve::unigram_part_temperature;
+      const serve::Router parts(serve::unigram_router_keys(keys), po);
+      serve::UnigramEmbedder counts(tok.n_vocab(), tok.bos());
+      for (int64_t start = 0; start < n; start += o.prompt_part) {
+        const std::vector<double> w = parts.weights(counts.embed(
+            serve::segment_window_tokens(ids, start, std::min(n, start + o.prompt_part),
+                                         serve::SegmentRoute::Own, 1, tok.bos())));
+        if (start == 0)
+          loras = mix(w);
+        else
+          later.emplace_back(start, mix(w));
+        if (o.stats)
+          std::fprintf(stderr, "[clone route] part from token %lld (unigram): %s\n",
+                       static_cast<long long>(start), shown(w).c_str());
+      }
+    }
   }
   ctx.set_loras(loras);
+  for (auto& [pos, m] : later) ctx.set_loras_from(pos, std::move(m));
   // The output-length predictor: the controller plans for its prediction.
   int64_t predicted = o.predicted;
   if (!o.length_model.empty()) {
     auto lm = serve::OutputLengthModel::load(o.length_model, model, std::max(1, o.threads));
     const int64_t cap = std::max(1, o.n_predict);
-    predicted = std::clamp<int64_t>(embedder && lm.embedder_name() == embedder->name()
+    predicted = std::clamp<int64_t>(!embedding.empty() && lm.embedder_name() == embedder->name()
                                         ? lm.predict(ids, embedding)
                                         : lm.predict(ids),
                                     1, cap);
@@ -213,6 +258,12 @@ const cln::cli::Register reg{
                      "with --expert: drop experts under this weight")
           ->capture_default_str()
           ->check(CLI::Range(0.0, 0.99));
+      app.add_option("--prompt-part", o->prompt_part,
+                     "with --expert: a prompt longer than this runs in parts of this many "
+                     "tokens, each under the experts' unigram weights for its own tokens (0: "
+                     "one mixture for the whole prompt, as the paper)")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber);
       app.add_option("--length-model", o->length_model,
                      "output-length predictor JSON (clone length train): the DVFS controller "
                      "plans for its prediction")

@@ -30,7 +30,7 @@ struct Opts {
   // Routed prompts are prefilled in parts of 32 tokens, each routed by the experts' unigram
   // keys: judged best of every way of mixing on the held-out sets (docs/serve.md); 0 routes
   // the whole prompt once, as the paper.
-  Opts() { s.prompt_part = 32; }
+  Opts() { s.prompt_part = cln::serve::default_prompt_part; }
 };
 
 int serve(Opts& o) {

@@ -75,6 +75,7 @@ class Batch {
   std::unique_ptr<kernels::ThreadPool> pool_;
   int64_t n_ctx_ = 0, max_rows_ = 0;
   std::vector<std::unique_ptr<Slot>> slots_;
+  std::unique_ptr<LoraTable> table(const std::vector<ActiveLora>& loras);  // sizes the scratch
   struct Scratch;
   std::unique_ptr<Scratch> s_;
   std::vector<float> logits_;

@@ -14,7 +14,7 @@
 
 namespace cln {
 
-class LoraTable;
+class LoraSchedule;
 
 struct ContextParams {
   int64_t n_ctx = 0;      // KV cache length; 0 = the model's training context
@@ -44,12 +44,17 @@ class Context {
   // embedding of a prompt (the router's). Uses this context's cache, empty afterwards.
   std::vector<float> mean_hidden(std::span<const int32_t> tokens, int64_t n_layers);
 
-  void reset() { n_past_ = 0; }  // forget the cache
-  void truncate(int64_t n);      // keep the first n positions
+  void reset();  // forget the cache (and the changes of experts set_loras_from scheduled)
+  void truncate(int64_t n);  // keep the first n positions
 
   void set_hook(LayerHook hook) { hook_ = std::move(hook); }
-  // LoRA experts and their weights for the next passes; empty = base model.
+  // LoRA experts and their weights for the next passes; empty = base model. Drops the
+  // changes set_loras_from scheduled.
   void set_loras(std::vector<ActiveLora> loras);
+  // These experts from cache position pos on (at least the next position, after any change
+  // scheduled before): rows of one pass on either side of pos get their own experts, so a
+  // prompt whose parts have their own mixtures is one prefill, not one pass a part.
+  void set_loras_from(int64_t pos, std::vector<ActiveLora> loras);
 
   // Bytes held by the KV cache and scratch buffers.
   size_t state_bytes() const;
@@ -71,7 +76,7 @@ class Context {
   std::unique_ptr<Scratch> s_;
   std::vector<float> logits_;
   LayerHook hook_;
-  std::unique_ptr<LoraTable> loras_;  // the active experts per layer and matrix
+  std::unique_ptr<LoraSchedule> loras_;  // the experts per layer and matrix, over positions
   std::vector<float> lora_tmp_;
 };
 

@@ -38,6 +38,12 @@ struct ExpertKey {
   std::vector<float> unigram_logp = {};
 };
 
+// Prompt parts as `clone serve` and `clone run` route them by default: parts of this many
+// tokens, each under the unigram router's softmax at this temperature (chosen on the
+// validation split, docs/results/route/parts-unigram-*-valid.md; judged on test).
+inline constexpr int64_t default_prompt_part = 32;
+inline constexpr double unigram_part_temperature = 0.1;
+
 // How much of each training document a unigram key counts: the judged texts are the starts of
 // documents, as a prompt is the start of what it asks about.
 inline constexpr int64_t unigram_head_tokens = 192;

@@ -152,7 +152,7 @@ struct SchedulerOptions {
   PartRouter prompt_part_router = PartRouter::Hidden;
   // The unigram part router's softmax temperature over mean log-likelihoods per token (chosen
   // on the validation split: docs/results/route/parts-unigram-*-valid.md).
-  double prompt_part_temperature = 0.1;
+  double prompt_part_temperature = unigram_part_temperature;
   // A simulated board under a DVFS controller acting at every layer boundary of every pass
   // (dvfs/batch_cosim.h): device, controller, policy_path, corunner, corunner_seed are
   // used; empty device: none.
