@@ -1,6 +1,6 @@
 // The chat page `clone serve` returns for GET /: one self-contained HTML file (no
 // external scripts or styles) that talks to /v1/chat/completions with streaming and
-// shows the experts' weights, timings, the predicted length and, with a simulated board,
+// shows the experts' weights (per prompt part where the prompt was routed in parts), timings, the predicted length and, with a simulated board,
 // its TTFT/TPOT against the SLO, energy, the clocks its layers ran at and a timeline of
 // the clock at every layer and token (a canvas heatmap), from the "clone" extension of the
 // last chunk.
@@ -136,6 +136,10 @@ document.getElementById("form").addEventListener("submit", async ev => {
             " | TTFT " + t.ttft.toFixed(0) + " ms, TPOT " + t.tpot.toFixed(1) + " ms" +
             " | finish: " + c.finish_reason;
           if (j.clone.predicted_tokens) text += " | predicted " + j.clone.predicted_tokens + " tokens";
+          const parts = j.clone.prompt_parts || [];
+          if (parts.length)
+            text += "\nprompt parts: " + parts.map(p => "from token " + p.from_token + ": " +
+              Object.entries(p.experts).map(([n, v]) => n + " " + v.toFixed(2)).join(", ")).join("; ");
           const d = j.clone.device;
           if (d) {
             const clocks = Object.entries(d.layers_at_mhz).map(([mhz, n]) => mhz + " MHz x" + n);

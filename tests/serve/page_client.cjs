@@ -1,7 +1,7 @@
 // Loads `clone serve`'s chat page in headless Chromium (puppeteer-core driving Debian's
 // chromium), sends a prompt as a user would, and checks what the page shows: the prompt,
-// a streamed answer equal to the API's for the same request, the experts' weights, TTFT and
-// TPOT, and the simulated board's numbers (SLO verdict, energy, clocks, and the timeline
+// a streamed answer equal to the API's for the same request, the experts' weights (per prompt
+// part for a routed prompt that changes domain), TTFT and TPOT, and the simulated board's numbers (SLO verdict, energy, clocks, and the timeline
 // of the clock at every layer and token, drawn on a canvas).
 // Usage: node page_client.cjs <server URL> <chromium path>   (exit 0 when every check passes)
 "use strict";
@@ -65,8 +65,31 @@ async function main() {
     assert.equal(canvas.layers, timeline[0].length);
     assert.equal(canvas.cells, timeline.flat().length);
     assert.match(canvas.caption, /clock per layer .* \d+ MHz \(dark\) to \d+ MHz \(bright\)/);
+    // A routed prompt that turns from scripture to quotes: the page lists its parts' mixtures,
+    // the first under scripture, the last under quotes.
+    await page.$eval("#max", el => { el.value = "2"; });
+    await page.$eval("#experts", el => { el.value = "auto"; });
+    await page.type("#prompt", "And the LORD spake unto Moses, saying, Speak unto the children " +
+      "of Israel, and say unto them, When any man of you bring an offering unto the LORD, ye " +
+      "shall bring your offering of the cattle. Imagination is more important than knowledge. " +
+      "Knowledge is limited, imagination encircles the world. Be yourself; everyone else is " +
+      "already taken.");
+    await page.click("#send");
+    await page.waitForFunction(() => {
+      const info = document.querySelectorAll(".info:not(.caption)");
+      return info.length > 2 && info[info.length - 1].textContent.includes("board");
+    }, {timeout: 60000});
+    const routed = await page.evaluate(
+        () => [...document.querySelectorAll(".info:not(.caption)")].pop().textContent);
+    const parts = (routed.match(/prompt parts: (.*)/) || [, ""])[1].split("; ");
+    assert.ok(parts.length >= 3, routed);
+    assert.match(parts[0], /^from token 0: scripture 1\.00/);
+    const last = Object.fromEntries(parts[parts.length - 1].replace(/^from token \d+: /, "")
+        .split(", ").map(e => e.split(" ")).map(([n, v]) => [n, +v]));
+    assert.ok((last.quotes || 0) > (last.scripture || 0), routed);
     assert.deepEqual(errors, []);
-    console.log("page: all checks passed; answer " + JSON.stringify(want) + "\n" + info);
+    console.log("page: all checks passed; answer " + JSON.stringify(want) + "\n" + info + "\n" +
+                routed);
   } finally {
     await browser.close();
   }
