@@ -1,9 +1,9 @@
 // The chat page `clone serve` returns for GET /: one self-contained HTML file (no
 // external scripts or styles) that talks to /v1/chat/completions with streaming and
-// shows the experts' weights (per prompt part where the prompt was routed in parts), timings, the predicted length and, with a simulated board,
-// its TTFT/TPOT against the SLO, energy, the clocks its layers ran at and a timeline of
-// the clock at every layer and token (a canvas heatmap), from the "clone" extension of the
-// last chunk.
+// shows the experts' weights (per prompt part where the prompt was routed in parts), timings, the
+// predicted length and, with a simulated board, its TTFT/TPOT against the SLO, energy, the clocks
+// its layers ran at and a timeline of the clock at every layer and token (a canvas heatmap), from
+// the "clone" extension of the last chunk.
 #pragma once
 
 namespace cln::serve {
