@@ -61,7 +61,9 @@ LoadResult run_load(const LoadOptions& o, bool sample_rss) {
     size_t next_prompt = rng.below(o.prompts.size());
     while (since(t0, Clock::now()) < stop_at) {
       json ext = {{"ignore_eos", true}};
-      if (o.experts.empty()) {
+      if (o.routed) {
+        ext["experts"] = "auto";
+      } else if (o.experts.empty()) {
         ext["experts"] = "none";
       } else {  // none, one, or an equal mix of two: the batch holds different mixtures
         const uint64_t k = rng.below(3);

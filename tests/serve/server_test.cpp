@@ -776,6 +776,19 @@ TEST(Server, UnigramPromptPartsAreWeightedByEachExpertsLikelihoodOfThePart) {
       apart |= std::fabs(want_w[k][i] - want_w[0][i]) > 0.2;
     }
   EXPECT_TRUE(apart);  // the parts were routed apart
+  // Under load: concurrent routed requests, each prompt in parts with its own mixtures in the
+  // same passes, are all served.
+  serve::LoadOptions lo;
+  lo.port = r.port;
+  lo.clients = 4;
+  lo.seconds = 1.0;
+  lo.warmup_s = 0;
+  lo.min_tokens = 2, lo.max_tokens = 5;
+  lo.routed = true;
+  lo.prompts = {prompt, std::string(kKeyPrompts[2]) + " " + kKeyPrompts[0] + " " + kKeyPrompts[1]};
+  const serve::LoadResult load = serve::run_load(lo, true);
+  EXPECT_EQ(load.errors, 0) << (load.error_samples.empty() ? "" : load.error_samples[0]);
+  EXPECT_GT(load.requests, 4);
   // At blend 1 the whole prompt's weights have no share: its hidden embedding is not run, so
   // the simulated board's first token comes sooner than at 0.75 (which charges it), with the
   // same layer passes, and each part's mixture is its own likelihoods' softmax.

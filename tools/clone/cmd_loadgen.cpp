@@ -40,6 +40,28 @@ const std::vector<std::string> kPrompts = {"In the beginning",
                                            "The network protocol",
                                            "He who laughs last"};
 
+// With --routed: texts that change domain part-way (scripture to quotes, code to computing,
+// a dictionary entry to scripture, ...), 50-110 tokens, so the router gives their 32-token
+// parts different mixtures (the server's default prompt parts).
+const std::vector<std::string> kRoutedPrompts = {
+    "And the LORD spake unto Moses, saying, Speak unto the children of Israel, and say unto "
+    "them, When any man of you bring an offering unto the LORD. Imagination is more important "
+    "than knowledge. Knowledge is limited, imagination encircles the world.",
+    "#include <stdio.h>\nint main(int argc, char **argv) {\n  for (int i = 0; i < argc; ++i)\n"
+    "    printf(\"%s\\n\", argv[i]);\n  return 0;\n}\nA compiler translates a program written "
+    "in a high-level language into the machine code of a processor.",
+    "Abandon (v. t.) To give up wholly; to relinquish control over. In the beginning God "
+    "created the heaven and the earth. And the earth was without form, and void.",
+    "A network protocol defines the format and order of messages exchanged between two or more "
+    "communicating entities. Be yourself; everyone else is already taken. Love all, trust a "
+    "few, do wrong to none.",
+    "def fib(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return "
+    "a\nThe only way to do great work is to love what you do. If you haven't found it yet, "
+    "keep looking.",
+    "light (n.) something that makes things visible or affords illumination. For God so loved "
+    "the world, that he gave his only begotten Son, that whosoever believeth in him should not "
+    "perish."};
+
 void report(const cln::serve::LoadResult& r) {
   std::fprintf(stderr, "[loadgen] %s: %lld requests, %lld errors, %.1f tokens/s\n", r.label.c_str(),
                static_cast<long long>(r.requests), static_cast<long long>(r.errors),
@@ -49,7 +71,8 @@ void report(const cln::serve::LoadResult& r) {
 
 int run(Opts& o) {
   using namespace cln;
-  o.l.prompts = kPrompts;
+  o.l.prompts = o.l.routed ? kRoutedPrompts : kPrompts;
+  if (o.l.routed && o.experts.empty()) fail("--routed needs experts with router keys (--expert)");
   std::vector<serve::LoadResult> rows;
   if (o.model.empty()) {  // an external server
     for (const auto& [name, path] : cli::expert_specs(o.experts)) o.l.experts.push_back(name);
@@ -58,11 +81,8 @@ int run(Opts& o) {
     report(rows.back());
   } else {
     auto model = Model::load(o.model);
-    std::vector<std::pair<std::string, std::shared_ptr<const LoraAdapter>>> experts;
-    for (const auto& [name, path] : cli::expert_specs(o.experts)) {
-      experts.emplace_back(name, LoraAdapter::load(path, *model));
-      o.l.experts.push_back(name);
-    }
+    auto [experts, keys] = cli::load_experts(o.experts, *model, o.l.routed);
+    for (const auto& [name, adapter] : experts) o.l.experts.push_back(name);
     for (int slots : o.slots) {
       serve::SchedulerOptions so;
       so.slots = slots;
@@ -70,7 +90,11 @@ int run(Opts& o) {
       so.max_rows = 256;
       so.max_queue = static_cast<size_t>(o.l.clients) + 16;
       so.threads = o.threads;
-      serve::Scheduler sched(model, experts, {}, so);
+      if (o.l.routed) {  // as `clone serve` routes by default
+        so.prompt_part = serve::default_prompt_part;
+        so.prompt_part_router = serve::PartRouter::Unigram;
+      }
+      serve::Scheduler sched(model, experts, o.l.routed ? keys : decltype(keys){}, so);
       serve::ServerOptions ho;
       ho.port = 0;
       ho.http_threads = o.l.clients + 4;
@@ -124,6 +148,9 @@ const cln::cli::Register reg{
       app.add_option("--max-tokens", o->l.max_tokens, "tokens per request, at most")
           ->capture_default_str();
       app.add_option("--seed", o->l.seed, "seed of the request mix")->capture_default_str();
+      app.add_flag("--routed", o->l.routed,
+                   "every request asks the router (\"auto\") with prompts that change domain, "
+                   "routed in parts by the experts' unigram keys as `clone serve` does");
       app.add_option("--out", o->out, "also write the table (.md, .csv or .json)");
       return [o] { return run(*o); };
     }};

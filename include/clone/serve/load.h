@@ -21,6 +21,7 @@ struct LoadOptions {
   double warmup_s = 5;                        // requests that start before this are not counted
   int64_t min_tokens = 16, max_tokens = 128;  // per request, uniform; EOS ignored
   std::vector<std::string> experts;           // each request names one or two of them (or none)
+  bool routed = false;                        // each request asks the router instead ("auto")
   std::vector<std::string> prompts;           // cycled with a random start per client
   uint64_t seed = 1;
 };
