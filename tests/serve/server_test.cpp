@@ -78,6 +78,17 @@ constexpr const char* kKeyPrompts[] = {"He that loveth not knoweth not God; for 
                                        "for (int i = 0; i < n; ++i) sum += a[i];",
                                        "And the LORD spake unto Moses, saying"};
 
+// The load generator for one second, no warm-up, on a server in this process.
+serve::LoadOptions one_second_load(int port, int clients, int64_t min_tokens, int64_t max_tokens) {
+  serve::LoadOptions lo;
+  lo.port = port;
+  lo.clients = clients;
+  lo.seconds = 1.0;
+  lo.warmup_s = 0;
+  lo.min_tokens = min_tokens, lo.max_tokens = max_tokens;
+  return lo;
+}
+
 std::vector<serve::ExpertKey> one_prompt_keys(const Tokenizer& tok, serve::Embedder& emb) {
   std::vector<serve::ExpertKey> keys;
   for (const char* k : kKeyPrompts) {
@@ -778,12 +789,7 @@ TEST(Server, UnigramPromptPartsAreWeightedByEachExpertsLikelihoodOfThePart) {
   EXPECT_TRUE(apart);  // the parts were routed apart
   // Under load: concurrent routed requests, each prompt in parts with its own mixtures in the
   // same passes, are all served.
-  serve::LoadOptions lo;
-  lo.port = r.port;
-  lo.clients = 4;
-  lo.seconds = 1.0;
-  lo.warmup_s = 0;
-  lo.min_tokens = 2, lo.max_tokens = 5;
+  serve::LoadOptions lo = one_second_load(r.port, 4, 2, 5);
   lo.routed = true;
   lo.prompts = {prompt, std::string(kKeyPrompts[2]) + " " + kKeyPrompts[0] + " " + kKeyPrompts[1]};
   const serve::LoadResult load = serve::run_load(lo, true);
@@ -821,12 +827,7 @@ TEST(Server, UnigramPromptPartsAreWeightedByEachExpertsLikelihoodOfThePart) {
 
 TEST(Server, TheLoadGeneratorCountsWhatTheServerServed) {
   Running r(opts(4));
-  serve::LoadOptions lo;
-  lo.port = r.port;
-  lo.clients = 6;
-  lo.seconds = 1.0;
-  lo.warmup_s = 0;
-  lo.min_tokens = 3, lo.max_tokens = 9;
+  serve::LoadOptions lo = one_second_load(r.port, 6, 3, 9);
   lo.experts = {"quotes", "code", "scripture"};
   lo.prompts = {"Hello", "In the beginning", "int x"};
   const serve::LoadResult got = serve::run_load(lo, true);
