@@ -215,24 +215,14 @@ std::vector<int64_t> Scheduler::route_parts(Live& l, std::span<const float> embe
   for (int64_t start = 0; start < n; start += o_.prompt_part) {
     const auto window = segment_window_tokens(p, start, std::min(n, start + o_.prompt_part),
                                               SegmentRoute::Own, 1, tok_.bos());
-    std::vector<double> w;
-    switch (o_.prompt_part_router) {
-      case PartRouter::Hidden:
-        w = blend_weights(router_->weights(embedder_->embed(window)), whole, o_.prompt_part_blend);
-        break;
-      case PartRouter::TfIdfChecked: {
-        const std::vector<double> own = router_->weights(embedder_->embed(window));
-        const std::vector<double> by_tfidf = part_router_->weights(part_embedder_->embed(window));
-        w = same_top_expert({by_tfidf}, {own}).front()
-                ? blend_weights(by_tfidf, whole, o_.prompt_part_blend)
-                : whole;
-        break;
-      }
-      case PartRouter::Unigram:  // counts tokens: no model pass to charge
-        w = blend_weights(part_router_->weights(part_embedder_->embed(window)), whole,
-                          o_.prompt_part_blend);
-        break;
-    }
+    // A part's own router: the hidden one, or TF-IDF / unigram keys (part_router_).
+    const std::vector<double> own = part_router_
+                                        ? part_router_->weights(part_embedder_->embed(window))
+                                        : router_->weights(embedder_->embed(window));
+    // TF-IDF parts move only where the hidden router names the same top expert.
+    const bool move = o_.prompt_part_router != PartRouter::TfIdfChecked ||
+                      same_top_expert({own}, {router_->weights(embedder_->embed(window))}).front();
+    const std::vector<double> w = move ? blend_weights(own, whole, o_.prompt_part_blend) : whole;
     res.prompt_parts.push_back({start, named(w)});
     if (o_.prompt_part_router != PartRouter::Unigram)
       embedded.push_back(std::min(static_cast<int64_t>(window.size()), embedder_->max_tokens()));
