@@ -7,12 +7,13 @@
 # TPOT and energy); at this size the fixed per-layer cost dominates the boards' decode, so
 # depth is what a budget buys. Each depth is trained once, with the base model's recipe
 # (scripts/train_base.sh: 8 x 256 tokens, lr 2e-3, 200 warm-up steps, cosine to 0.1, seed
-# 1234) for STEPS steps (default 7000: the base's 14.3 M tokens; about 1.3-2 hours a model on
-# 2 cores), and scored on the test split as scripts/tailor.sh scores the pruned models.
+# 1234, or SEED) for STEPS steps (default 7000: the base's 14.3 M tokens; about 1.3-2 hours a
+# model on 2 cores), and scored on the test split as scripts/tailor.sh scores the pruned models.
 # Resumes: a run interrupted goes on from its checkpoint; a trained model is not trained again.
 #
 #   scripts/tailor_scratch.sh                                   # every board and budget
 #   STEPS=20 BUDGETS=0.65 OUT=out/scratch-smoke scripts/tailor_scratch.sh   # the recipe, short
+#   SEED=2 BUDGETS=0.65 BOARDS=orin-nx-16gb OUT=out/scratch-seed2-65 scripts/tailor_scratch.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build/release}
@@ -22,6 +23,7 @@ OUT=${OUT:-out/tailor-scratch}
 BOARDS=${BOARDS:-"orin-nx-16gb orin-nano-8gb"}
 BUDGETS=${BUDGETS:-"0.65 0.5 0.8"}
 STEPS=${STEPS:-7000}
+SEED=${SEED:-1234}
 THREADS=${THREADS:-2}
 CLONE="$BUILD/bin/clone"
 [ -x "$CLONE" ] || { echo "no $CLONE: build first (scripts/test.sh or cmake --build)" >&2; exit 1; }
@@ -44,7 +46,7 @@ depth_for() {
 table="$OUT/table.md"
 {
   echo "Dense models of the base model's width trained from scratch ($STEPS steps of 8 x 256"
-  echo "tokens, the base model's recipe), the deepest within each board's budgets; test"
+  echo "tokens, seed $SEED, the base model's recipe), the deepest within each board's budgets; test"
   echo "perplexity as scripts/tailor.sh scores the pruned models (geometric mean over domains)."
   echo
   echo "| board | budget | layers | TPOT ms | energy J | test ppl |"
@@ -62,7 +64,7 @@ for b in $BUDGETS; do
       "$CLONE" train base --data "$DATA" --out "$run" \
         --n-embd 192 --n-layer "$n" --n-head 6 --n-head-kv 2 --n-ff 512 \
         --batch 8 --seq-len 256 --warmup 200 --lr 2e-3 --min-lr-ratio 0.1 \
-        --weight-decay 0.1 --clip 1.0 --seed 1234 --threads "$THREADS" \
+        --weight-decay 0.1 --clip 1.0 --seed "$SEED" --threads "$THREADS" \
         --log-every 50 --eval-every 500 --ckpt-every 100 --steps "$STEPS"
     fi
     [ -f "$run/test.csv" ] || "$CLONE" eval domains -m "$run/model.gguf" --data "$DATA" \
