@@ -44,6 +44,7 @@ double resident_mib() {
 LoadResult run_load(const LoadOptions& o, bool sample_rss) {
   if (o.clients < 1) fail("load: at least one client");
   if (!(o.seconds > 0) || o.warmup_s < 0) fail("load: the run needs a positive length");
+  if (o.requests_per_client < 0) fail("load: requests per client must be 0 (no limit) or more");
   if (o.min_tokens < 1 || o.max_tokens < o.min_tokens) fail("load: bad token range");
   if (o.prompts.empty()) fail("load: no prompts");
   const auto t0 = Clock::now();
@@ -59,7 +60,9 @@ LoadResult run_load(const LoadOptions& o, bool sample_rss) {
     cl.set_read_timeout(600, 0);
     cl.set_keep_alive(true);
     size_t next_prompt = rng.below(o.prompts.size());
-    while (since(t0, Clock::now()) < stop_at) {
+    for (int64_t sent = 0; since(t0, Clock::now()) < stop_at &&
+                           (o.requests_per_client == 0 || sent < o.requests_per_client);
+         ++sent) {
       json ext = {{"ignore_eos", true}};
       if (o.routed) {
         ext["experts"] = "auto";

@@ -78,12 +78,15 @@ constexpr const char* kKeyPrompts[] = {"He that loveth not knoweth not God; for 
                                        "for (int i = 0; i < n; ++i) sum += a[i];",
                                        "And the LORD spake unto Moses, saying"};
 
-// The load generator for one second, no warm-up, on a server in this process.
-serve::LoadOptions one_second_load(int port, int clients, int64_t min_tokens, int64_t max_tokens) {
+// The load generator on a server in this process, no warm-up: each client sends two requests
+// one after the other (a time limit of a minute only stops a server that hangs), so what is
+// counted does not depend on how fast this machine is.
+serve::LoadOptions two_request_load(int port, int clients, int64_t min_tokens, int64_t max_tokens) {
   serve::LoadOptions lo;
   lo.port = port;
   lo.clients = clients;
-  lo.seconds = 1.0;
+  lo.seconds = 60.0;
+  lo.requests_per_client = 2;
   lo.warmup_s = 0;
   lo.min_tokens = min_tokens, lo.max_tokens = max_tokens;
   return lo;
@@ -789,12 +792,12 @@ TEST(Server, UnigramPromptPartsAreWeightedByEachExpertsLikelihoodOfThePart) {
   EXPECT_TRUE(apart);  // the parts were routed apart
   // Under load: concurrent routed requests, each prompt in parts with its own mixtures in the
   // same passes, are all served.
-  serve::LoadOptions lo = one_second_load(r.port, 4, 2, 5);
+  serve::LoadOptions lo = two_request_load(r.port, 4, 2, 5);
   lo.routed = true;
   lo.prompts = {prompt, std::string(kKeyPrompts[2]) + " " + kKeyPrompts[0] + " " + kKeyPrompts[1]};
   const serve::LoadResult load = serve::run_load(lo, true);
   EXPECT_EQ(load.errors, 0) << (load.error_samples.empty() ? "" : load.error_samples[0]);
-  EXPECT_GT(load.requests, 4);
+  EXPECT_EQ(load.requests, 2 * 4);
   // At blend 1 the whole prompt's weights have no share: its hidden embedding is not run, so
   // the simulated board's first token comes sooner than at 0.75 (which charges it), with the
   // same layer passes, and each part's mixture is its own likelihoods' softmax.
@@ -827,17 +830,24 @@ TEST(Server, UnigramPromptPartsAreWeightedByEachExpertsLikelihoodOfThePart) {
 
 TEST(Server, TheLoadGeneratorCountsWhatTheServerServed) {
   Running r(opts(4));
-  serve::LoadOptions lo = one_second_load(r.port, 6, 3, 9);
+  serve::LoadOptions lo = two_request_load(r.port, 6, 3, 9);
   lo.experts = {"quotes", "code", "scripture"};
   lo.prompts = {"Hello", "In the beginning", "int x"};
   const serve::LoadResult got = serve::run_load(lo, true);
   EXPECT_EQ(got.errors, 0) << (got.error_samples.empty() ? "" : got.error_samples[0]);
   const std::string m = r.client().Get("/metrics")->body;
-  EXPECT_GT(got.requests, 6);
+  EXPECT_EQ(got.requests, 2 * 6);
   EXPECT_EQ(static_cast<double>(got.requests), metric(m, "clone_requests_total{outcome=\"ok\"}"));
   EXPECT_EQ(static_cast<double>(got.tokens), metric(m, "clone_generated_tokens_total"));
   EXPECT_GT(got.ttft_p99_s, 0);
   EXPECT_GT(got.rss_end_mib, 10);  // this process holds the model
+  lo.requests_per_client = -1;     // a bad limit is refused by name before anything is sent
+  try {
+    serve::run_load(lo, false);
+    ADD_FAILURE() << "a negative request limit was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("requests per client"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Server, ASimulatedBoardServesEachRequestAsCloneRunDeviceWould) {

@@ -143,6 +143,10 @@ const cln::cli::Register reg{
           ->check(CLI::PositiveNumber);
       app.add_option("--warmup", o->l.warmup_s, "seconds not counted at the start")
           ->capture_default_str();
+      app.add_option("--requests-per-client", o->l.requests_per_client,
+                     "a client stops after this many requests, warm-up's included (0: no limit)")
+          ->capture_default_str()
+          ->check(CLI::NonNegativeNumber);
       app.add_option("--min-tokens", o->l.min_tokens, "tokens per request, at least")
           ->capture_default_str();
       app.add_option("--max-tokens", o->l.max_tokens, "tokens per request, at most")

@@ -18,7 +18,8 @@ struct LoadOptions {
   int port = 8080;
   int clients = 64;
   double seconds = 60;
-  double warmup_s = 5;                        // requests that start before this are not counted
+  double warmup_s = 5;              // requests that start before this are not counted
+  int64_t requests_per_client = 0;  // a client stops after this many (0: only the time ends it)
   int64_t min_tokens = 16, max_tokens = 128;  // per request, uniform; EOS ignored
   std::vector<std::string> experts;           // each request names one or two of them (or none)
   bool routed = false;                        // each request asks the router instead ("auto")
