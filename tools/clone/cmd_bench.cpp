@@ -14,7 +14,7 @@
 #include "clone/kernels/machine.h"
 #include "subcommand.h"
 
-namespace {
+namespace cmd_bench {
 
 // The CPU's name as the kernel reports it ("model name" in /proc/cpuinfo), or "unknown".
 std::string cpu_model_name() {
@@ -121,4 +121,4 @@ const cln::cli::Register reg{
       return [o] { return run(*o); };
     }};
 
-}  // namespace
+}  // namespace cmd_bench

@@ -10,7 +10,7 @@
 #include "clone/data/tokenizer_train.h"
 #include "subcommand.h"
 
-namespace {
+namespace cmd_data {
 
 struct Opts {
   std::string out = "out/data";
@@ -72,4 +72,4 @@ const cln::cli::Register reg{
       return [o] { return build(*o); };
     }};
 
-}  // namespace
+}  // namespace cmd_data

@@ -17,7 +17,7 @@
 #include "common.h"
 #include "subcommand.h"
 
-namespace {
+namespace cmd_device {
 
 using namespace cln;
 
@@ -288,4 +288,4 @@ const cli::Register reg{
       };
     }};
 
-}  // namespace
+}  // namespace cmd_device

@@ -10,7 +10,7 @@
 #include "common.h"
 #include "subcommand.h"
 
-namespace {
+namespace cmd_dvfs {
 
 using namespace cln;
 
@@ -113,4 +113,4 @@ const cli::Register reg{
       return [o] { return train(*o); };
     }};
 
-}  // namespace
+}  // namespace cmd_dvfs

@@ -8,7 +8,7 @@
 #include "clone/tokenizer/tokenizer.h"
 #include "subcommand.h"
 
-namespace {
+namespace cmd_eval {
 
 struct Opts {
   std::string model, data = "out/data", split = "test", out;
@@ -68,4 +68,4 @@ const cln::cli::Register reg{
       };
     }};
 
-}  // namespace
+}  // namespace cmd_eval

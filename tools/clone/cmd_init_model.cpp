@@ -9,7 +9,7 @@
 #include "clone/engine/presets.h"
 #include "subcommand.h"
 
-namespace {
+namespace cmd_init_model {
 
 struct Opts {
   std::string out, preset, type = "f32", vocab_from, name;
@@ -124,4 +124,4 @@ const cln::cli::Register reg{
       return [o] { return run(*o); };
     }};
 
-}  // namespace
+}  // namespace cmd_init_model

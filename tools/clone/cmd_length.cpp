@@ -11,7 +11,7 @@
 #include "common.h"
 #include "subcommand.h"
 
-namespace {
+namespace cmd_length {
 
 struct Opts {
   std::string base, out = "models/length/predictor.json", report, embedder = "hidden:4";
@@ -83,4 +83,4 @@ const cln::cli::Register reg{
       return [o] { return train(*o); };
     }};
 
-}  // namespace
+}  // namespace cmd_length

@@ -16,7 +16,7 @@
 #include "common.h"
 #include "subcommand.h"
 
-namespace {
+namespace cmd_loadgen {
 
 struct Opts {
   std::string model, out;
@@ -159,4 +159,4 @@ const cln::cli::Register reg{
       return [o] { return run(*o); };
     }};
 
-}  // namespace
+}  // namespace cmd_loadgen

@@ -18,7 +18,7 @@
 #include "common.h"
 #include "subcommand.h"
 
-namespace {
+namespace cmd_lora {
 
 struct TrainOpts {
   cln::train::LoraTrainOptions t;
@@ -261,4 +261,4 @@ const cln::cli::Register reg{
       };
     }};
 
-}  // namespace
+}  // namespace cmd_lora

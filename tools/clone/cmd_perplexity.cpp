@@ -8,7 +8,7 @@
 #include "common.h"
 #include "subcommand.h"
 
-namespace {
+namespace cmd_perplexity {
 
 struct Opts {
   std::string model, file, ids_file;
@@ -72,4 +72,4 @@ const cln::cli::Register reg{
       return [o] { return run(*o); };
     }};
 
-}  // namespace
+}  // namespace cmd_perplexity

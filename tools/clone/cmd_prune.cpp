@@ -13,7 +13,7 @@
 #include "common.h"
 #include "subcommand.h"
 
-namespace {
+namespace cmd_prune {
 
 struct Opts {
   std::string model, out, method = "magnitude", ratios_file, plan_file, plan_out, data = "out/data";
@@ -150,4 +150,4 @@ const cln::cli::Register reg{
       };
     }};
 
-}  // namespace
+}  // namespace cmd_prune

@@ -6,7 +6,7 @@
 #include "clone/engine/model_writer.h"
 #include "subcommand.h"
 
-namespace {
+namespace cmd_quantize {
 
 struct Opts {
   std::string in, out, type;
@@ -26,13 +26,15 @@ int run(const Opts& o) {
   return 0;
 }
 
-const cln::cli::Register reg{"quantize", "Convert a model's weight matrices to f16, q8_0 or q4_0",
-                               [](CLI::App& app) {
-  auto o = std::make_shared<Opts>();
-  app.add_option("input", o->in, "model GGUF (f32 or f16 weights)")->required()->check(CLI::ExistingFile);
-  app.add_option("output", o->out, "output GGUF")->required();
-  app.add_option("type", o->type, "target type: f16, q8_0, q4_0 (or f32)")->required();
-  return [o] { return run(*o); };
-}};
+const cln::cli::Register reg{
+    "quantize", "Convert a model's weight matrices to f16, q8_0 or q4_0", [](CLI::App& app) {
+      auto o = std::make_shared<Opts>();
+      app.add_option("input", o->in, "model GGUF (f32 or f16 weights)")
+          ->required()
+          ->check(CLI::ExistingFile);
+      app.add_option("output", o->out, "output GGUF")->required();
+      app.add_option("type", o->type, "target type: f16, q8_0, q4_0 (or f32)")->required();
+      return [o] { return run(*o); };
+    }};
 
-}  // namespace
+}  // namespace cmd_quantize

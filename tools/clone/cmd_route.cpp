@@ -11,7 +11,7 @@
 #include "common.h"
 #include "subcommand.h"
 
-namespace {
+namespace cmd_route {
 
 struct Opts {
   cln::serve::RouteEvalOptions e;
@@ -242,4 +242,4 @@ const cln::cli::Register reg{
       return [o] { return eval(*o); };
     }};
 
-}  // namespace
+}  // namespace cmd_route

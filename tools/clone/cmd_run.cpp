@@ -19,7 +19,7 @@
 #include "common.h"
 #include "subcommand.h"
 
-namespace {
+namespace cmd_run {
 
 struct Opts {
   int64_t decode_horizon =
@@ -327,4 +327,4 @@ const cln::cli::Register reg{
       return [o] { return run(*o); };
     }};
 
-}  // namespace
+}  // namespace cmd_run

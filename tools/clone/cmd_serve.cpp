@@ -19,7 +19,7 @@
 #include "common.h"
 #include "subcommand.h"
 
-namespace {
+namespace cmd_serve {
 
 struct Opts {
   std::string model, mixing = "soft", part_router = "unigram";
@@ -215,4 +215,4 @@ const cln::cli::Register reg{
       return [o] { return serve(*o); };
     }};
 
-}  // namespace
+}  // namespace cmd_serve

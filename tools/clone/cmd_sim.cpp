@@ -14,7 +14,7 @@
 #include "common.h"
 #include "subcommand.h"
 
-namespace {
+namespace cmd_sim {
 
 using namespace cln;
 
@@ -227,4 +227,4 @@ const cli::Register reg{
       return [o] { return run(*o); };
     }};
 
-}  // namespace
+}  // namespace cmd_sim

@@ -12,7 +12,7 @@
 #include "clone/prune/tailor.h"
 #include "subcommand.h"
 
-namespace {
+namespace cmd_tailor {
 
 struct Opts {
   cln::prune::TailorOptions t;
@@ -119,4 +119,4 @@ const cln::cli::Register reg{
       };
     }};
 
-}  // namespace
+}  // namespace cmd_tailor

@@ -9,7 +9,7 @@
 #include "common.h"
 #include "subcommand.h"
 
-namespace {
+namespace cmd_tokenize {
 
 struct Opts {
   std::string model, prompt, file;
@@ -80,4 +80,4 @@ const cln::cli::Register reg{
       };
     }};
 
-}  // namespace
+}  // namespace cmd_tokenize

@@ -17,7 +17,7 @@
 #include "clone/train/trainer.h"
 #include "subcommand.h"
 
-namespace {
+namespace cmd_train {
 
 struct BenchOpts {
   int64_t vocab = 4096, n_embd = 192, n_layer = 12, n_head = 6, n_head_kv = 2, n_ff = 512;
@@ -276,4 +276,4 @@ const cln::cli::Register reg{
       };
     }};
 
-}  // namespace
+}  // namespace cmd_train
