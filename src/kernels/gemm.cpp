@@ -14,6 +14,8 @@
 #define HWY_TARGET_INCLUDE "kernels/gemm.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
+#include <cstring>
+
 #include "hwy/highway.h"
 #include "kernels/gemm.h"
 #include "kernels/hwy_util-inl.h"
@@ -166,16 +168,27 @@ void PackA(const GemmArgs& g, float* HWY_RESTRICT ap, int64_t m_pad, int64_t p0,
     const int64_t kc = g.K - pc < kKC ? g.K - pc : kKC;
     for (int64_t p = p0; p < p1; ++p) {
       float* dst = ap + pc * m_pad + p * kc * kMR;
+      const int64_t row0 = p * kMR;
+      const int rows = static_cast<int>(g.M - row0 < kMR ? g.M - row0 : kMR);
+      if (g.trans_a) {
+        // op(A)'s rows are A's columns: a panel's kMR values at one k are adjacent in A's
+        // row pc + k, so each k is one short contiguous copy (the zeros past M after it).
+        const float* src = g.A + pc * g.lda + row0;
+        if (rows == kMR) {  // a fixed-size copy the compiler inlines
+          for (int64_t k = 0; k < kc; ++k, src += g.lda, dst += kMR)
+            std::memcpy(dst, src, kMR * sizeof(float));
+          continue;
+        }
+        for (int64_t k = 0; k < kc; ++k, src += g.lda, dst += kMR)
+          for (int i = 0; i < kMR; ++i) dst[i] = i < rows ? src[i] : 0.0f;
+        continue;
+      }
       for (int i = 0; i < kMR; ++i) {
-        const int64_t row = p * kMR + i;
-        if (row >= g.M) {
+        if (i >= rows) {
           for (int64_t k = 0; k < kc; ++k) dst[k * kMR + i] = 0.0f;
-        } else if (!g.trans_a) {
-          const float* src = g.A + row * g.lda + pc;
-          for (int64_t k = 0; k < kc; ++k) dst[k * kMR + i] = src[k];
         } else {
-          const float* src = g.A + pc * g.lda + row;
-          for (int64_t k = 0; k < kc; ++k) dst[k * kMR + i] = src[k * g.lda];
+          const float* src = g.A + (row0 + i) * g.lda + pc;
+          for (int64_t k = 0; k < kc; ++k) dst[k * kMR + i] = src[k];
         }
       }
     }
@@ -210,9 +223,20 @@ void PackB(const GemmArgs& g, int64_t pc, int64_t kc, int64_t j0, int64_t nc, in
   for (int64_t jr = 0; jr < nc; jr += nr) {
     float* dst = bp + (jr / nr) * kc * nr;
     if (g.w == nullptr && !g.trans_b) {
-      for (int64_t k = 0; k < kc; ++k) {
-        const float* src = g.B + (pc + k) * g.ldb + j0 + jr;
-        for (int64_t j = 0; j < nr; ++j) dst[k * nr + j] = (j0 + jr + j < g.N) ? src[j] : 0.0f;
+      // A panel's nr columns at one k are adjacent in B's row pc + k: one row copy per k
+      // (whole vectors unless the panel runs past N, whose columns are zeros).
+      const int64_t left = g.N - (j0 + jr);
+      const int64_t valid = left < nr ? (left > 0 ? left : 0) : nr;
+      const float* src = g.B + pc * g.ldb + j0 + jr;
+      const DF df;
+      const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+      for (int64_t k = 0; k < kc; ++k, src += g.ldb) {
+        float* row = dst + k * nr;
+        if (valid == nr) {  // nr is whole vectors; B's row need not be aligned
+          for (int64_t j = 0; j < nr; j += N) hn::StoreU(hn::LoadU(df, src + j), df, row + j);
+          continue;
+        }
+        for (int64_t j = 0; j < nr; ++j) row[j] = j < valid ? src[j] : 0.0f;
       }
       continue;
     }
