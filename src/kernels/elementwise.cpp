@@ -56,14 +56,18 @@ void RopeHere(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int3
               float base) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  // cs and sn, then the pair frequencies base^(-2i/d) (doubles, 8-byte aligned after the
+  // 2 * head_dim floats), which depend on i alone: computed once, not once per token.
   float* cs =
-      detail::scratch_as<float>(detail::ScratchSlot::kRowTemp, static_cast<size_t>(2 * head_dim));
+      detail::scratch_as<float>(detail::ScratchSlot::kRowTemp, static_cast<size_t>(3 * head_dim));
   float* sn = cs + head_dim;
+  auto* freq = reinterpret_cast<double*>(cs + 2 * head_dim);
+  for (int64_t i = 0; i < head_dim / 2; ++i)
+    freq[i] = std::pow(static_cast<double>(base),
+                       -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t i = 0; i < head_dim / 2; ++i) {
-      const double theta =
-          pos[t] * std::pow(static_cast<double>(base),
-                            -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+      const double theta = pos[t] * freq[i];
       const auto c = static_cast<float>(std::cos(theta)), s = static_cast<float>(std::sin(theta));
       cs[2 * i] = cs[2 * i + 1] = c;
       sn[2 * i] = -s;
