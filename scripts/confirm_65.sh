@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The planned confirmation of the 65% Orin NX cell (docs/tailor.md, "The confirmation of the 65% cell";
-# plan fixed 2026-12-05 before any of its models trained): the CLONE search's picks on four
-# fresh bases (seeds 101-104) against eight fresh scratch models (seeds 201-208), test
+# The planned confirmation of the 65% Orin NX cell (docs/tailor.md, "The confirmation of the
+# 65% cell"; plan fixed 2026-12-05 before any of its models trained): the CLONE search's picks
+# on four fresh bases (seeds 101-104) against eight fresh scratch models (seeds 201-208), test
 # perplexity. It reads the twelve numbers from the results folders, prints each, and runs the
 # one planned look only when all twelve are in: Welch's two-sided t at 5% (primary) and the
 # exact two-sided Mann-Whitney test by enumerating every split (beside it); the Puzzle-style
