@@ -5,12 +5,8 @@
 #   confirm_test.sh <source dir>
 set -euo pipefail
 script=$1/scripts/confirm_65.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect() {  # expect OUTPUT TEXT
-  grep -qF -- "$2" <<< "$1" || { echo "$1" >&2; fail "missing '$2'"; }
-}
+# shellcheck source-path=SCRIPTDIR source=../util/expect.sh
+source "$(dirname "$0")/../util/expect.sh"  # fail, expect, $tmp
 
 # Student's t: t = 2.228 on 10 df is the textbook two-sided 5% point (two samples of six,
 # equal variance, so Welch's df is 2(n-1) = 10).

@@ -5,12 +5,8 @@
 #   converged_test.sh <source dir>
 set -euo pipefail
 script=$1/scripts/converged_65.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect() {  # expect OUTPUT TEXT
-  grep -qF -- "$2" <<< "$1" || { echo "$1" >&2; fail "missing '$2'"; }
-}
+# shellcheck source-path=SCRIPTDIR source=../util/expect.sh
+source "$(dirname "$0")/../util/expect.sh"  # fail, expect, $tmp
 report() { PREFIX=$tmp "$script" --report; }
 
 # A model's test.csv: domain, mean NLL, perplexity; the table reads the geometric mean of
