@@ -7,7 +7,7 @@
 # the shipped base's recipe and seed stretched to 21000 steps (43 M tokens, one cosine
 # schedule, about two passes over the training split), every step resumable, in order:
 #
-#   1. the base: scripts/train_base.sh, STEPS=21000, one phase, seed 1234  (~5 h on 2 cores)
+#   1. the base: scripts/train_base.sh, STEPS=21000, one phase, seed 1234  (~4.5 h on 2 cores)
 #   2. its Orin NX 65% cell at clone tailor's recipe (search and Puzzle picks, 1000 steps
 #      distilled from this base, peak lr 1e-3)                              (~40 min)
 #   3. the 7-layer model from scratch on the picks' total tokens: 22000 steps, seed 1234,
