@@ -10,8 +10,8 @@
 #   1. the base: scripts/train_base.sh, STEPS=21000, one phase, seed 1234  (~4.5 h on 2 cores)
 #   2. its Orin NX 65% cell at clone tailor's recipe (search and Puzzle picks, 1000 steps
 #      distilled from this base, peak lr 1e-3)                              (~40 min)
-#   3. the 7-layer model from scratch on the picks' total tokens: 22000 steps, seed 1234,
-#      then seed 2                                                          (~2.5 h each)
+#   3. the 7-layer model from scratch on the picks' total tokens: 22000 steps, seeds 1234
+#      and 2 side by side at one thread each                               (~4 h for both)
 #   4. the issue's baseline on this base: the 7-layer model on the base's tokens, 21000
 #      steps, seed 1234                                                     (~2.5 h)
 #
@@ -36,11 +36,18 @@ run_all() {
     BUILD=$BUILD BASE="$base/model.gguf" BOARDS=orin-nx-16gb BUDGETS=0.65 RECOVER_STEPS=1000 \
       RECOVER_LR=1e-3 RECOVER_TEACHER="$base/model.gguf" METHODS="search puzzle" OUT="$cell" \
       scripts/tailor.sh
-  local seed=1234 dir
-  for dir in "${scratch_eq[@]}"; do
-    BUILD=$BUILD BASE="$base/model.gguf" SEED=$seed STEPS=22000 BUDGETS=0.65 \
-      BOARDS=orin-nx-16gb OUT="$dir" scripts/tailor_scratch.sh
-    seed=2
+  # The two seeds side by side, one thread each (on 2 cores a little more work per core
+  # than one after the other at two threads; a run's curve depends on its thread count).
+  local pids=() seed dir i
+  for i in 0 1; do
+    seed=$([ "$i" -eq 0 ] && echo 1234 || echo 2)
+    dir=${scratch_eq[$i]}
+    BUILD=$BUILD BASE="$base/model.gguf" SEED=$seed STEPS=22000 BUDGETS=0.65 THREADS=1 \
+      BOARDS=orin-nx-16gb OUT="$dir" scripts/tailor_scratch.sh > "$dir.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in 0 1; do
+    wait "${pids[$i]}" || { echo "the scratch run in ${scratch_eq[$i]} failed: see ${scratch_eq[$i]}.log" >&2; exit 1; }
   done
   BUILD=$BUILD BASE="$base/model.gguf" SEED=1234 STEPS=21000 BUDGETS=0.65 \
     BOARDS=orin-nx-16gb OUT="$scratch_base" scripts/tailor_scratch.sh
