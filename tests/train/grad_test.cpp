@@ -232,6 +232,17 @@ TEST(Grad, AttentionThreaded) {
   check_grad({q, k, v}, [&](Graph& g) { return op::attention(g, q, k, v, 3, 7, s); }, {&pool});
 }
 
+TEST(Grad, AttentionLongerThanTheBackwardBlocks) {
+  // The backward pass cuts its GEMMs into blocks of 48 query (and key) rows that skip the
+  // causal mask's zeros: 2 sequences of 101 tokens (three blocks, the last partial) on a
+  // 2-thread pool, 3 query heads on 1 KV head.
+  kernels::ThreadPool pool(2);
+  const kernels::AttentionShape s{3, 1, 4, 4};
+  auto q = random_tensor("q", {202, 12}, 7), k = random_tensor("k", {202, 4}, 8),
+       v = random_tensor("v", {202, 4}, 9);
+  check_grad({q, k, v}, [&](Graph& g) { return op::attention(g, q, k, v, 2, 101, s); }, {&pool});
+}
+
 TEST(Grad, SiluMul) {
   auto a = random_tensor("gate", {3, 5}, 10), b = random_tensor("up", {3, 5}, 11);
   check_grad({a, b}, [&](Graph& g) { return op::silu_mul(g, a, b); });
