@@ -224,18 +224,10 @@ TEST(Grad, AttentionCausalGqa) {
   check_grad({q, k, v}, [&](Graph& g) { return op::attention(g, q, k, v, 2, 5, s); });
 }
 
-TEST(Grad, AttentionThreaded) {
-  kernels::ThreadPool pool(2);
-  const kernels::AttentionShape s{2, 1, 4, 4};
-  auto q = random_tensor("q", {21, 8}, 7), k = random_tensor("k", {21, 4}, 8),
-       v = random_tensor("v", {21, 4}, 9);
-  check_grad({q, k, v}, [&](Graph& g) { return op::attention(g, q, k, v, 3, 7, s); }, {&pool});
-}
-
-TEST(Grad, AttentionLongerThanTheBackwardBlocks) {
-  // The backward pass cuts its GEMMs into blocks of 48 query (and key) rows that skip the
-  // causal mask's zeros: 2 sequences of 101 tokens (three blocks, the last partial) on a
-  // 2-thread pool, 3 query heads on 1 KV head.
+TEST(Grad, AttentionThreadedAcrossBackwardBlocks) {
+  // On a 2-thread pool, and longer than the blocks of 48 query (and key) rows into which the
+  // backward pass cuts its GEMMs to skip the causal mask's zeros: 2 sequences of 101 tokens
+  // (three blocks, the last partial), 3 query heads on 1 KV head.
   kernels::ThreadPool pool(2);
   const kernels::AttentionShape s{3, 1, 4, 4};
   auto q = random_tensor("q", {202, 12}, 7), k = random_tensor("k", {202, 4}, 8),
