@@ -27,6 +27,7 @@ PREFIX=${PREFIX:-out}
 base="$PREFIX/base-21000"
 cell="$PREFIX/tailor-base-21000"
 scratch_eq=("$PREFIX/scratch-22000-65" "$PREFIX/scratch-seed2-22000-65")
+scratch_seeds=(1234 2)
 scratch_base="$PREFIX/scratch-21000-65"
 
 run_all() {
@@ -38,11 +39,10 @@ run_all() {
       scripts/tailor.sh
   # The two seeds side by side, one thread each (on 2 cores a little more work per core
   # than one after the other at two threads; a run's curve depends on its thread count).
-  local pids=() seed dir i
+  local pids=() dir i
   for i in 0 1; do
-    seed=$([ "$i" -eq 0 ] && echo 1234 || echo 2)
     dir=${scratch_eq[$i]}
-    BUILD=$BUILD BASE="$base/model.gguf" SEED=$seed STEPS=22000 BUDGETS=0.65 THREADS=1 \
+    BUILD=$BUILD BASE="$base/model.gguf" SEED=${scratch_seeds[$i]} STEPS=22000 BUDGETS=0.65 THREADS=1 \
       BOARDS=orin-nx-16gb OUT="$dir" scripts/tailor_scratch.sh > "$dir.log" 2>&1 &
     pids+=($!)
   done
@@ -64,23 +64,23 @@ geomean() {
 }
 
 report() {
+  local pick s1 s2
+  pick=$(cell_of "$cell/table.md" "| orin-nx-16gb | 0.65 | search |")
+  s1=$(geomean "${scratch_eq[0]}/layers-7/test.csv")
+  s2=$(geomean "${scratch_eq[1]}/layers-7/test.csv")
   echo "Orin NX, 65% of the dense model's TPOT and energy; test perplexity (six domains)"
   echo
   echo "| model | tokens | test ppl |"
   echo "|---|---|---|"
   echo "| dense base, 21000 steps | 43.0 M | $(geomean "$cell/dense-test.csv") |"
-  echo "| search's pick, recovered 1000 steps | 43.0 + 2.0 M | $(cell_of "$cell/table.md" "| orin-nx-16gb | 0.65 | search |") |"
+  echo "| search's pick, recovered 1000 steps | 43.0 + 2.0 M | $pick |"
   echo "| Puzzle's pick, recovered 1000 steps | 43.0 + 2.0 M | $(cell_of "$cell/table.md" "| orin-nx-16gb | 0.65 | puzzle |") |"
-  echo "| 7 layers from scratch, seed 1234 (equal tokens) | 45.1 M | $(geomean "${scratch_eq[0]}/layers-7/test.csv") |"
-  echo "| 7 layers from scratch, seed 2 (equal tokens) | 45.1 M | $(geomean "${scratch_eq[1]}/layers-7/test.csv") |"
+  echo "| 7 layers from scratch, seed ${scratch_seeds[0]} (equal tokens) | 45.1 M | $s1 |"
+  echo "| 7 layers from scratch, seed ${scratch_seeds[1]} (equal tokens) | 45.1 M | $s2 |"
   echo "| 7 layers from scratch, seed 1234 (the base's tokens) | 43.0 M | $(geomean "$scratch_base/layers-7/test.csv") |"
   echo
   # The planned reading (fixed before the results): the search's pick against both
   # equal-token scratch seeds; one base and two seeds, so a ranking, not a test.
-  local pick s1 s2
-  pick=$(cell_of "$cell/table.md" "| orin-nx-16gb | 0.65 | search |")
-  s1=$(geomean "${scratch_eq[0]}/layers-7/test.csv")
-  s2=$(geomean "${scratch_eq[1]}/layers-7/test.csv")
   if [ "$pick" = "not in" ] || [ "$s1" = "not in" ] || [ "$s2" = "not in" ]; then
     echo "verdict: not yet (the search's pick and both equal-token scratch seeds are needed)"
   else
