@@ -648,6 +648,38 @@ TEST(Learned, MovesTheClockDownOnlyToOneItCanHold) {
   }
 }
 
+// The tailoring search's pick at the Orin NX's 80% TPOT / 65% energy budgets (docs/tailor.md,
+// co-design under `--dvfs learned`), served one chat request at the budget's TPOT target.
+// The net asks for a clock a little too slow to hold for the rest it plans over; the hold
+// rule kept the top clock for the first 22 decode tokens then, 2.16% over the oracle, where
+// a clock between the two can be held: now 1.63% (the rest is the controllers' reserve for
+// two switches and the estimate's error, over a 16-token horizon).
+TEST(Learned, MovesDownAsFarAsAClockItCanHoldWhenTheNetAsksForLess) {
+  ModelConfig pick = ModelConfig::from_gguf(*GgufFile::open(src("models/base/model.gguf")));
+  pick.arch = "deci";
+  const int64_t heads[] = {3, 0, 6, 4, 6, 6, 6, 6, 6, 6, 6, 6};
+  const int64_t kv[] = {1, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2};
+  const int64_t ff[] = {512, 512, 0, 0, 0, 0, 0, 512, 512, 512, 512, 512};
+  ASSERT_EQ(pick.layers.size(), 12u);
+  for (size_t l = 0; l < 12; ++l) pick.layers[l] = {heads[l], kv[l], ff[l]};
+  const auto m = std::make_shared<const device::CostModel>(
+      device::DeviceProfile::load(src("profiles/orin-nx-16gb.json")), pick);
+  PolicyOptions po;
+  po.learned_path = src("models/dvfs/base/orin-nx-16gb.json");
+  // The cell's targets over the pick's own top-clock times: TTFT 1.8278 / 1.3265 ms, TPOT
+  // 1.1955 / 1.0969 ms.
+  const double ttft_x = 1.378, tpot_x = 1.0899;
+  const SlackRun oracle = run_at_slack(m, "oracle", po, 128, 242, ttft_x, tpot_x);
+  ASSERT_TRUE(oracle.r.met);
+  ASSERT_LT(oracle.r.energy_j, 0.9 * oracle.top.energy_j);  // there is a saving to find
+  for (const char* name : {"learned", "mpc"}) {
+    const SlackRun x = run_at_slack(m, name, po, 128, 242, ttft_x, tpot_x);
+    EXPECT_TRUE(x.r.met) << name;
+    EXPECT_LE(x.switches, 3) << name;
+    EXPECT_LE(x.r.energy_j, 1.019 * oracle.r.energy_j) << name;
+  }
+}
+
 // Under a loaded board the online controllers' rules must agree on what is behind schedule:
 // on a model whose layers are mostly fixed overhead, the learned guard (by the estimates,
 // which scale a whole layer for the co-runner) sent the clock up at one layer and the hold
@@ -673,16 +705,18 @@ TEST(Learned, KeepsItsClockUnderALoadedBoardOnAModelOfSmallLayers) {
                                  ", slack " + std::to_string(slack);
         EXPECT_TRUE(r.met) << what;
         EXPECT_LT(r.energy_j, top.energy_j) << what;
-        // Before: 0.9-1.7 changes a token. The MPC teacher still changes 32 times in the
-        // tightest case, between two clocks either side of the target (down for the next 16
-        // tokens, up when the slack is spent), at +5.0% over the oracle; the learned
-        // controller there changes once, +2.3%.
+        // Before: 0.9-1.7 changes a token. The MPC teacher still changes 40 times in the
+        // tightest case (load 0.7, slack 1.1), between two clocks either side of the target:
+        // down when 16 tokens at the lower one fit the slack, up a token later when they no
+        // longer do, at +6.0% over the oracle (32 times and +5.0% before a proposal below
+        // the clock it can hold was taken as far as that clock: it moves down more often);
+        // the learned controller there changes once, +2.3%.
         EXPECT_LE(switches, 40) << what;
         if (std::string(name) == "learned") {
           EXPECT_LE(switches, 4) << what;
           EXPECT_LE(r.energy_j, 1.03 * oracle.energy_j) << what;
         }
-        EXPECT_LE(r.energy_j, 1.06 * oracle.energy_j) << what;
+        EXPECT_LE(r.energy_j, 1.065 * oracle.energy_j) << what;
       }
     }
 }
