@@ -146,6 +146,7 @@ BENCHMARK_CAPTURE(boundary, learned_nano_sfu, "learned", true, "orin-nano-8gb");
 BENCHMARK_CAPTURE(boundary, learned_nano_super_sfu, "learned", true, "orin-nano-super-8gb");
 BENCHMARK_CAPTURE(boundary, podgov_nx_sfu, "podgov", true, "orin-nx-16gb");
 BENCHMARK_CAPTURE(boundary, mpc_teacher_nx_sfu, "mpc", true, "orin-nx-16gb");
+BENCHMARK_CAPTURE(boundary, mpc_switch_nx_sfu, "mpc-switch", true, "orin-nx-16gb");
 
 BENCHMARK_CAPTURE(decide, learned_jetson, "learned", false);
 BENCHMARK_CAPTURE(decide, learned_sfu, "learned", true);
@@ -153,6 +154,8 @@ BENCHMARK_CAPTURE(decide, schedutil, "schedutil", false);
 BENCHMARK_CAPTURE(decide, performance, "performance", false);
 BENCHMARK_CAPTURE(decide, mpc_teacher_jetson, "mpc", false);
 BENCHMARK_CAPTURE(decide, mpc_teacher_sfu, "mpc", true);
+BENCHMARK_CAPTURE(decide, mpc_switch_jetson, "mpc-switch", false);
+BENCHMARK_CAPTURE(decide, mpc_switch_sfu, "mpc-switch", true);
 
 BENCHMARK_CAPTURE(choose_mode, learned, "learned");
 BENCHMARK_CAPTURE(choose_mode, performance, "performance");

@@ -251,6 +251,148 @@ int mpc_level(const CostModel& m, const State& s) {
   return choice;
 }
 
+// The same plan with each clock change in it at its price (the oracle's Viterbi, on the
+// controller's estimates). Nodes: in prefill this pass's layers from s.layer, each at its
+// own clock, then the later passes' layers; in decode the rest of this token at one clock,
+// then the later tokens to the horizon, each token (past 64 tokens, each run of equal
+// tokens) one node at one clock: a change inside a decode token is a stall the next token
+// would repeat. A change costs the switch's energy and, at the Lagrange price of time, its
+// stall; with one price for every change the Viterbi pass takes O(nodes x levels). Bisection
+// on the price brackets the budget with two plans, and the decision is the first clock of a
+// blend of the two (below).
+int mpc_switch_level(const CostModel& m, const State& s) {
+  const int top = m.max_level();
+  const double budget = usable_budget(m, s);
+  if (budget <= 0) return top;
+  const int L = top + 1;
+  const int nl = m.n_layer();
+  const double ahead = std::max(s.corunner, s.corunner_ahead);
+  std::vector<double> t, e;  // [node][level]
+  auto add_node = [&](const device::Work& w, double load, double mult) {
+    for (int k = 0; k < L; ++k) {
+      const device::Cost c = m.cost(w, k, load);
+      t.push_back(c.time_s * mult);
+      e.push_back(c.energy_j * mult);
+    }
+  };
+  if (s.phase == Phase::Prefill) {
+    for (int l = s.layer; l <= nl; ++l)
+      add_node(m.work(l, s.phase, s.pos, s.n_tokens), l == s.layer ? s.corunner : ahead, 1);
+  } else {
+    // The rest of this token at one clock: this layer under the load now, the others under
+    // the load ahead.
+    add_node(m.work(s.layer, s.phase, s.pos, s.n_tokens), s.corunner, 1);
+    const size_t at = t.size() - static_cast<size_t>(L);
+    for (int l = s.layer + 1; l <= nl; ++l) {
+      const device::Work w = m.work(l, s.phase, s.pos, s.n_tokens);
+      for (int k = 0; k < L; ++k) {
+        const device::Cost c = m.cost(w, k, ahead);
+        t[at + static_cast<size_t>(k)] += c.time_s;
+        e[at + static_cast<size_t>(k)] += c.energy_j;
+      }
+    }
+  }
+  if (s.phase == Phase::Prefill) {
+    for (int64_t p = s.pos + s.n_tokens; p < s.prompt; p += s.n_tokens)
+      for (int l = 0; l <= nl; ++l)
+        add_node(m.work(l, Phase::Prefill, p, std::min(s.n_tokens, s.prompt - p)), ahead, 1);
+  } else {
+    // Each later token costs what one at the middle of the rest does (as in the plain
+    // MPC's plan); a node stands for one token, or past 64 for a run of them.
+    const int64_t more = std::max<int64_t>(s.predicted_remaining - 1, 0);
+    std::vector<double> tt(static_cast<size_t>(L)), ee(tt.size());
+    for (int l = 0; more > 0 && l <= nl; ++l) {
+      const device::Work w = m.work(l, Phase::Decode, s.pos + 1 + more / 2, 1);
+      for (int k = 0; k < L; ++k) {
+        const device::Cost c = m.cost(w, k, ahead);
+        tt[static_cast<size_t>(k)] += c.time_s, ee[static_cast<size_t>(k)] += c.energy_j;
+      }
+    }
+    const int64_t run = (more + 63) / 64;
+    for (int64_t done = 0; done < more; done += run) {
+      const double n = static_cast<double>(std::min(run, more - done));
+      for (size_t k = 0; k < tt.size(); ++k) t.push_back(n * tt[k]), e.push_back(n * ee[k]);
+    }
+  }
+  const size_t N = t.size() / static_cast<size_t>(L);
+  const double sw_t = m.switch_time_s(), sw_e = m.switch_cost_j();
+  // The cheapest plan at price lambda (a clock per node): Viterbi with back pointers. A
+  // node's best arrival at level k is the better of staying at k and the cheapest level
+  // plus a change; on a tie it stays.
+  std::vector<double> d(static_cast<size_t>(L)), nd(d.size());
+  std::vector<int> from(N * static_cast<size_t>(L));
+  auto solve = [&](double lambda) {
+    const double sw = sw_e + lambda * sw_t;
+    for (size_t k = 0; k < d.size(); ++k)
+      d[k] = e[k] + lambda * t[k] + (static_cast<int>(k) != s.level ? sw : 0);
+    for (size_t i = 1; i < N; ++i) {
+      size_t cheapest = 0;
+      for (size_t k = 1; k < d.size(); ++k)
+        if (d[k] < d[cheapest]) cheapest = k;
+      for (size_t k = 0; k < d.size(); ++k) {
+        const size_t at = i * d.size() + k;
+        const bool stay = d[k] <= d[cheapest] + sw;
+        nd[k] = (stay ? d[k] : d[cheapest] + sw) + e[at] + lambda * t[at];
+        from[at] = static_cast<int>(stay ? k : cheapest);
+      }
+      std::swap(d, nd);
+    }
+    std::vector<int> plan(N);
+    size_t best = 0;
+    for (size_t k = 1; k < d.size(); ++k)
+      if (d[k] < d[best]) best = k;
+    plan[N - 1] = static_cast<int>(best);
+    for (size_t i = N - 1; i > 0; --i)
+      plan[i - 1] = from[i * d.size() + static_cast<size_t>(plan[i])];
+    return plan;
+  };
+  // A plan's time and energy, its changes (from the current clock on) included.
+  struct Totals {
+    double time_s = 0, energy_j = 0;
+  };
+  auto totals = [&](const std::vector<int>& a, const std::vector<int>& b, size_t j) {
+    Totals x;  // a's nodes before j, b's from j on
+    int prev = s.level;
+    for (size_t i = 0; i < N; ++i) {
+      const int k = i < j ? a[i] : b[i];
+      const size_t at = i * static_cast<size_t>(L) + static_cast<size_t>(k);
+      if (k != prev) x.time_s += sw_t, x.energy_j += sw_e;
+      x.time_s += t[at], x.energy_j += e[at];
+      prev = k;
+    }
+    return x;
+  };
+  std::vector<int> fast = solve(0);
+  if (totals(fast, fast, N).time_s <= budget) return fast[0];
+  double lo = 1e-4, hi = 1e6;
+  fast = solve(hi);
+  if (totals(fast, fast, N).time_s > budget) return top;
+  // To 0.01% of the price (18 halvings of the bracket's log): the two plans that bracket
+  // the budget then differ by little, and a finer price rarely changes the first clock.
+  while (hi > 1.0001 * lo) {
+    const double mid = std::sqrt(lo * hi);
+    const std::vector<int> plan = solve(mid);
+    if (totals(plan, plan, N).time_s <= budget)
+      hi = mid;
+    else
+      lo = mid;
+  }
+  // The relaxation gives only the plans at the price's break points: just above it the
+  // faster plan (it fits), just below the slower (it does not); the cheapest plan that
+  // fits lies between, a prefix of one and the rest of the other, one change between. The
+  // order of the two parts costs the same change, but which part runs first decides the
+  // clock now: the current clock is kept where a blend that starts with it fits (so a
+  // clock is left once, when the plan cannot go on with it, not for the few layers that
+  // the nodes' grain happens to make cheaper), else the faster plan's first clock.
+  fast = solve(hi);
+  const std::vector<int> slow = solve(lo);
+  int choice = fast[0];
+  if (slow[0] == s.level && fast[0] != s.level)
+    for (size_t j = 1; j < N && choice != s.level; ++j)
+      if (totals(slow, fast, j).time_s <= budget) choice = s.level;
+  return choice;
+}
+
 namespace {
 
 class Performance : public Policy {
@@ -399,6 +541,18 @@ class Mpc : public Policy {
   RestCosts rest_;
 };
 
+// The MPC whose plan prices the switch: it follows its own plan (no hold rule, which only
+// stands in for the price the plain MPC's plan leaves out).
+class MpcSwitch : public Policy {
+ public:
+  explicit MpcSwitch(std::shared_ptr<const CostModel> m) : m_(std::move(m)) {}
+  std::string name() const override { return "mpc-switch"; }
+  int decide(const State& s) override { return mpc_switch_level(*m_, s); }
+
+ private:
+  std::shared_ptr<const CostModel> m_;
+};
+
 class Learned : public Policy {
  public:
   Learned(std::shared_ptr<const CostModel> m, Mlp net) : m_(std::move(m)), net_(std::move(net)) {
@@ -487,12 +641,14 @@ std::unique_ptr<Policy> make_policy(const std::string& name, std::shared_ptr<con
   if (name == "static") return std::make_unique<StaticPerRequest>(model, opt.n_batch);
   if (name == "podgov") return std::make_unique<LoadGovernor>(model, opt.schedutil_window_s);
   if (name == "mpc") return std::make_unique<Mpc>(model);
+  if (name == "mpc-switch") return std::make_unique<MpcSwitch>(model);
   if (name == "oracle") return make_oracle(model, opt.n_batch);
   if (name == "learned")
     return std::make_unique<Learned>(
         model, opt.learned_net ? *opt.learned_net : *load_learned_net(*model, opt.learned_path));
   fail("unknown DVFS controller \"", name,
-       "\" (have: performance, powersave, schedutil, podgov, static, learned, mpc, oracle)");
+       "\" (have: performance, powersave, schedutil, podgov, static, learned, mpc, mpc-switch, "
+       "oracle)");
 }
 
 std::vector<std::string> policy_names() {

@@ -257,9 +257,10 @@ const cli::Register reg{
           ->check(CLI::PositiveNumber);
       k->add_option("--dvfs", o->workload.dvfs,
                     "DVFS controller serving the request (performance: the top clock; learned, "
-                    "static, mpc, oracle: to a TPOT target at --latency-budget)")
+                    "static, mpc, mpc-switch, oracle: to a TPOT target at --latency-budget)")
           ->capture_default_str()
-          ->check(CLI::IsMember({"performance", "learned", "static", "mpc", "oracle"}));
+          ->check(
+              CLI::IsMember({"performance", "learned", "static", "mpc", "mpc-switch", "oracle"}));
       k->add_option("--dvfs-policy", o->workload.dvfs_policy,
                     "the learned controller's weights (clone dvfs train --out); default: the "
                     "shipped ones for the profile and the model shape nearest this one")

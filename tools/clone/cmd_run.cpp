@@ -276,7 +276,8 @@ const cln::cli::Register reg{
                     "device profile, name (orin-nx-16gb, orin-nano-8gb, host) or JSON path");
       g->add_option(
            "--dvfs", o->dvfs,
-           "DVFS controller: performance, powersave, schedutil, static, learned, mpc, oracle")
+           "DVFS controller: performance, powersave, schedutil, static, learned, mpc, mpc-switch, "
+           "oracle")
           ->capture_default_str();
       g->add_option("--dvfs-policy", o->policy_file,
                     "learned policy weights (default: the shipped ones for the profile trained for "

@@ -163,8 +163,8 @@ const cln::cli::Register reg{
                      "simulate this board (profile name or JSON) under a DVFS controller acting "
                      "at every layer boundary; responses and /metrics carry its time and energy");
       app.add_option("--dvfs", o->s.board.controller,
-                     "the board's controller: learned, mpc, static, schedutil, performance, "
-                     "powersave")
+                     "the board's controller: learned, mpc, mpc-switch, static, schedutil, "
+                     "performance, powersave")
           ->capture_default_str();
       app.add_option("--policy", o->s.board.policy_path,
                      "learned policy weights (default: the shipped ones for the profile trained "

@@ -47,11 +47,13 @@ const cln::cli::Register reg{
                      "request energy budget as a share of the dense model's")
           ->capture_default_str()
           ->check(CLI::Range(0.01, 1.0));
-      app.add_option("--dvfs", o->t.workload.dvfs,
-                     "DVFS controller serving each candidate's request (performance: the top "
-                     "clock; learned, static, mpc, oracle: to a TPOT target at the budget)")
+      app.add_option(
+             "--dvfs", o->t.workload.dvfs,
+             "DVFS controller serving each candidate's request (performance: the top "
+             "clock; learned, static, mpc, mpc-switch, oracle: to a TPOT target at the budget)")
           ->capture_default_str()
-          ->check(CLI::IsMember({"performance", "learned", "static", "mpc", "oracle"}));
+          ->check(
+              CLI::IsMember({"performance", "learned", "static", "mpc", "mpc-switch", "oracle"}));
       app.add_option("--dvfs-policy", o->t.workload.dvfs_policy,
                      "the learned controller's weights (clone dvfs train --out); default: the "
                      "shipped ones for the profile and the model shape nearest this one")

@@ -12,6 +12,9 @@
 //                simulator by imitation (see train.h); models/dvfs/ ships the weights
 //   mpc          the learned policy's teacher: a Lagrangian solve of the rest of the
 //                phase assuming the co-runner stays as it is now (milliseconds per call)
+//   mpc-switch   the same plan with every clock change in it at its price (energy and
+//                stall): a Viterbi over clock levels, as the oracle's, on the controller's
+//                estimates; it follows its plan, with no hold rule
 //   oracle       knows the true lengths and the co-runner's future; plans the whole
 //                request as a minimum-energy schedule meeting the SLO (the bound)
 #pragma once
@@ -91,7 +94,8 @@ struct PolicyOptions {
   int64_t n_batch = 512;  // prefill pass length (the oracle plans the same events)
 };
 
-// "performance", "powersave", "schedutil", "podgov", "static", "learned", "mpc", "oracle".
+// "performance", "powersave", "schedutil", "podgov", "static", "learned", "mpc", "mpc-switch",
+// "oracle".
 std::unique_ptr<Policy> make_policy(const std::string& name,
                                     std::shared_ptr<const device::CostModel> model,
                                     const PolicyOptions& opt = {});
@@ -142,6 +146,9 @@ SingleClock predict_single_clock(const device::CostModel& m, int level, const Re
 // The MPC teacher's choice for one state (also used to label training data): minimise
 // the phase's remaining energy subject to its remaining budget, co-runner held at s.corunner.
 int mpc_level(const device::CostModel& m, const State& s);
+// mpc_level with each change of clock priced in the plan (switch energy and stall): the
+// "mpc-switch" controller's choice.
+int mpc_switch_level(const device::CostModel& m, const State& s);
 // The budget online controllers plan against: budget_left less a small reserve.
 double usable_budget(const device::CostModel& m, const State& s);
 // The lowest level >= k after which the top clock could still finish the phase in budget
