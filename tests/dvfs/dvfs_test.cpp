@@ -676,7 +676,7 @@ TEST(Learned, MovesDownAsFarAsAClockItCanHoldWhenTheNetAsksForLess) {
   const SlackRun oracle = run_at_slack(m, "oracle", po, 128, 242, ttft_x, tpot_x);
   ASSERT_TRUE(oracle.r.met);
   ASSERT_LT(oracle.r.energy_j, 0.9 * oracle.top.energy_j);  // there is a saving to find
-  for (const char* name : {"learned", "mpc"}) {
+  for (const char* name : {"learned", "mpc", "mpc-switch"}) {
     const SlackRun x = run_at_slack(m, name, po, 128, 242, ttft_x, tpot_x);
     EXPECT_TRUE(x.r.met) << name;
     EXPECT_LE(x.switches, 3) << name;
