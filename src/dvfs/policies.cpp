@@ -268,20 +268,22 @@ int mpc_switch_level(const CostModel& m, const State& s) {
   const int nl = m.n_layer();
   const double ahead = std::max(s.corunner, s.corunner_ahead);
   std::vector<double> t, e;  // [node][level]
-  auto add_node = [&](const device::Work& w, double load, double mult) {
+  auto add_node = [&](const device::Work& w, double load) {
     for (int k = 0; k < L; ++k) {
       const device::Cost c = m.cost(w, k, load);
-      t.push_back(c.time_s * mult);
-      e.push_back(c.energy_j * mult);
+      t.push_back(c.time_s), e.push_back(c.energy_j);
     }
   };
   if (s.phase == Phase::Prefill) {
     for (int l = s.layer; l <= nl; ++l)
-      add_node(m.work(l, s.phase, s.pos, s.n_tokens), l == s.layer ? s.corunner : ahead, 1);
+      add_node(m.work(l, s.phase, s.pos, s.n_tokens), l == s.layer ? s.corunner : ahead);
+    for (int64_t p = s.pos + s.n_tokens; p < s.prompt; p += s.n_tokens)
+      for (int l = 0; l <= nl; ++l)
+        add_node(m.work(l, Phase::Prefill, p, std::min(s.n_tokens, s.prompt - p)), ahead);
   } else {
     // The rest of this token at one clock: this layer under the load now, the others under
     // the load ahead.
-    add_node(m.work(s.layer, s.phase, s.pos, s.n_tokens), s.corunner, 1);
+    add_node(m.work(s.layer, s.phase, s.pos, s.n_tokens), s.corunner);
     const size_t at = t.size() - static_cast<size_t>(L);
     for (int l = s.layer + 1; l <= nl; ++l) {
       const device::Work w = m.work(l, s.phase, s.pos, s.n_tokens);
@@ -291,12 +293,6 @@ int mpc_switch_level(const CostModel& m, const State& s) {
         e[at + static_cast<size_t>(k)] += c.energy_j;
       }
     }
-  }
-  if (s.phase == Phase::Prefill) {
-    for (int64_t p = s.pos + s.n_tokens; p < s.prompt; p += s.n_tokens)
-      for (int l = 0; l <= nl; ++l)
-        add_node(m.work(l, Phase::Prefill, p, std::min(s.n_tokens, s.prompt - p)), ahead, 1);
-  } else {
     // Each later token costs what one at the middle of the rest does (as in the plain
     // MPC's plan); a node stands for one token, or past 64 for a run of them.
     const int64_t more = std::max<int64_t>(s.predicted_remaining - 1, 0);
