@@ -275,11 +275,10 @@ int mpc_switch_level(const CostModel& m, const State& s) {
     }
   };
   if (s.phase == Phase::Prefill) {
-    for (int l = s.layer; l <= nl; ++l)
-      add_node(m.work(l, s.phase, s.pos, s.n_tokens), l == s.layer ? s.corunner : ahead);
-    for (int64_t p = s.pos + s.n_tokens; p < s.prompt; p += s.n_tokens)
-      for (int l = 0; l <= nl; ++l)
-        add_node(m.work(l, Phase::Prefill, p, std::min(s.n_tokens, s.prompt - p)), ahead);
+    // A node per layer of the passes left (each group is one layer once in prefill): this
+    // layer under the load now, the others under the load ahead.
+    const std::vector<Group> g = remaining_groups(m, s);
+    for (size_t i = 0; i < g.size(); ++i) add_node(g[i].w, i == 0 ? s.corunner : ahead);
   } else {
     // The rest of this token at one clock: this layer under the load now, the others under
     // the load ahead.
