@@ -20,6 +20,9 @@
 #
 #   scripts/converged_65.sh            # run (or resume) everything, then print the table
 #   scripts/converged_65.sh --report   # print the table from what is in, run nothing
+#
+# Either way it also plots the validation curves so far against tokens seen
+# ($PREFIX/converged_65.png, scripts/converged_65.gp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build/release}
@@ -95,3 +98,8 @@ report() {
 
 [ "${1:-}" = --report ] || run_all
 report
+# The curves so far: validation loss against tokens seen, every model of the table.
+if command -v gnuplot > /dev/null; then
+  gnuplot -e "prefix='$PREFIX'" scripts/converged_65.gp 2> /dev/null &&
+    echo "plot: $PREFIX/converged_65.png (validation loss against tokens seen)"
+fi
