@@ -49,8 +49,10 @@ class Oracle : public Policy {
     double budget;
   };
   std::vector<int> solve(const Segment& seg, int prev, double sw_t, double sw_e) const;
-  double seg_time(const std::vector<int>& p, const Segment& seg, int prev, double sw_t) const;
-  double seg_energy(const std::vector<int>& p, const Segment& seg, int prev, double sw_e) const;
+  // Plan p's time and energy over the segment, each change (from level prev on) at its
+  // stall and its energy.
+  device::Cost seg_cost(const std::vector<int>& p, const Segment& seg, int prev, double sw_t,
+                        double sw_e) const;
   struct Replay {
     bool ok = false;  // the SLO held
     double energy_j = 0;
@@ -71,28 +73,17 @@ class Oracle : public Policy {
   int L_ = 0;
 };
 
-double Oracle::seg_time(const std::vector<int>& p, const Segment& seg, int prev,
-                        double sw_t) const {
-  double t = 0;
+device::Cost Oracle::seg_cost(const std::vector<int>& p, const Segment& seg, int prev, double sw_t,
+                              double sw_e) const {
+  device::Cost c;
   for (size_t i = seg.a; i < seg.b; ++i) {
     int k = p[i - seg.a];
-    if (k != prev) t += sw_t;
-    t += T_[i * L_ + k];
+    if (k != prev) c.time_s += sw_t, c.energy_j += sw_e;
+    c.time_s += T_[i * L_ + k];
+    c.energy_j += E_[i * L_ + k];
     prev = k;
   }
-  return t;
-}
-
-double Oracle::seg_energy(const std::vector<int>& p, const Segment& seg, int prev,
-                          double sw_e) const {
-  double e = 0;
-  for (size_t i = seg.a; i < seg.b; ++i) {
-    int k = p[i - seg.a];
-    if (k != prev) e += sw_e;
-    e += E_[i * L_ + k];
-    prev = k;
-  }
-  return e;
+  return c;
 }
 
 std::vector<int> Oracle::solve(const Segment& seg, int prev, double sw_t, double sw_e) const {
@@ -125,17 +116,18 @@ std::vector<int> Oracle::solve(const Segment& seg, int prev, double sw_t, double
     }
     return p;
   };
+  auto cost = [&](const std::vector<int>& p) { return seg_cost(p, seg, prev, sw_t, sw_e); };
   std::vector<int> fast(n, L_ - 1);
-  if (seg_time(fast, seg, prev, sw_t) > seg.budget) return fast;  // infeasible: run flat out
+  if (cost(fast).time_s > seg.budget) return fast;  // infeasible: run flat out
   std::vector<int> p0 = viterbi(0);
-  if (seg_time(p0, seg, prev, sw_t) <= seg.budget) return p0;
+  if (cost(p0).time_s <= seg.budget) return p0;
   double lo = 1e-3, hi = 1e4;
   std::vector<int> phi = viterbi(hi), plo = p0;
-  if (seg_time(phi, seg, prev, sw_t) > seg.budget) phi = fast;
+  if (cost(phi).time_s > seg.budget) phi = fast;
   for (int it = 0; it < 24; ++it) {
     double mid = std::sqrt(lo * hi);
     std::vector<int> p = viterbi(mid);
-    if (seg_time(p, seg, prev, sw_t) <= seg.budget)
+    if (cost(p).time_s <= seg.budget)
       hi = mid, phi = std::move(p);
     else
       lo = mid, plo = std::move(p);
@@ -149,15 +141,13 @@ std::vector<int> Oracle::solve(const Segment& seg, int prev, double sw_t, double
   };
   while (a < b) {
     size_t mid = (a + b) / 2;
-    if (seg_time(blend(mid), seg, prev, sw_t) <= seg.budget)
+    if (cost(blend(mid)).time_s <= seg.budget)
       b = mid;
     else
       a = mid + 1;
   }
   std::vector<int> mix = blend(a);
-  if (seg_time(mix, seg, prev, sw_t) <= seg.budget &&
-      seg_energy(mix, seg, prev, sw_e) < seg_energy(phi, seg, prev, sw_e))
-    return mix;
+  if (cost(mix).time_s <= seg.budget && cost(mix).energy_j < cost(phi).energy_j) return mix;
   return phi;
 }
 
