@@ -99,7 +99,12 @@ report() {
 [ "${1:-}" = --report ] || run_all
 report
 # The curves so far: validation loss against tokens seen, every model of the table.
-if command -v gnuplot > /dev/null; then
-  gnuplot -e "prefix='$PREFIX'" scripts/converged_65.gp 2> /dev/null &&
+# Nothing to plot before the base has a validation point; a plot that fails is said, and
+# leaves the table as it is.
+if command -v gnuplot > /dev/null && [ -s "$base/valid.csv" ]; then
+  if gnuplot -e "prefix='$PREFIX'" scripts/converged_65.gp 2> /dev/null; then
     echo "plot: $PREFIX/converged_65.png (validation loss against tokens seen)"
+  else
+    echo "plot: gnuplot failed on scripts/converged_65.gp (the table above stands)" >&2
+  fi
 fi
