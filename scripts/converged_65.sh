@@ -25,6 +25,8 @@
 # ($PREFIX/converged_65.png, scripts/converged_65.gp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source-path=SCRIPTDIR source=lib/equal_tokens.sh
+source scripts/lib/equal_tokens.sh  # cell_of, geomean, equal_token_verdict, scratch_pair, plot_curves
 BUILD=${BUILD:-build/release}
 PREFIX=${PREFIX:-out}
 base="$PREFIX/base-21000"
@@ -40,30 +42,9 @@ run_all() {
     BUILD=$BUILD BASE="$base/model.gguf" BOARDS=orin-nx-16gb BUDGETS=0.65 RECOVER_STEPS=1000 \
       RECOVER_LR=1e-3 RECOVER_TEACHER="$base/model.gguf" METHODS="search puzzle" OUT="$cell" \
       scripts/tailor.sh
-  # The two seeds side by side, one thread each (on 2 cores a little more work per core
-  # than one after the other at two threads; a run's curve depends on its thread count).
-  local pids=() dir i
-  for i in 0 1; do
-    dir=${scratch_eq[$i]}
-    BUILD=$BUILD BASE="$base/model.gguf" SEED=${scratch_seeds[$i]} STEPS=22000 BUDGETS=0.65 THREADS=1 \
-      BOARDS=orin-nx-16gb OUT="$dir" scripts/tailor_scratch.sh > "$dir.log" 2>&1 &
-    pids+=($!)
-  done
-  for i in 0 1; do
-    wait "${pids[$i]}" || { echo "the scratch run in ${scratch_eq[$i]} failed: see ${scratch_eq[$i]}.log" >&2; exit 1; }
-  done
+  scratch_pair "$base/model.gguf" 22000 "${scratch_eq[@]}"
   BUILD=$BUILD BASE="$base/model.gguf" SEED=1234 STEPS=21000 BUDGETS=0.65 \
     BOARDS=orin-nx-16gb OUT="$scratch_base" scripts/tailor_scratch.sh
-}
-
-# The last column of a markdown table's row that starts with $2, or "not in".
-cell_of() {
-  [ -f "$1" ] || { echo "not in"; return; }
-  awk -F' *[|] *' -v key="$2" 'index($0, key) == 1 { v = $(NF - 1) } END { print v ? v : "not in" }' "$1"
-}
-geomean() {
-  [ -f "$1" ] || { echo "not in"; return; }
-  awk -F, 'NR > 1 { s += log($3); n++ } END { printf "%.3f\n", exp(s / n) }' "$1"
 }
 
 report() {
@@ -87,24 +68,10 @@ report() {
   if [ "$pick" = "not in" ] || [ "$s1" = "not in" ] || [ "$s2" = "not in" ]; then
     echo "verdict: not yet (the search's pick and both equal-token scratch seeds are needed)"
   else
-    awk -v p="$pick" -v a="$s1" -v b="$s2" 'BEGIN {
-      lo = a < b ? a : b; hi = a < b ? b : a
-      if (p < lo) printf "verdict: the pruned model ahead at equal tokens, by %.1f%% on the better seed\n", 100 * (lo / p - 1)
-      else if (p > hi) printf "verdict: the scratch model ahead at equal tokens, on both seeds (by %.1f%% on the worse)\n", 100 * (p / hi - 1)
-      else print "verdict: a tie, within the spread of the two scratch seeds"
-    }'
+    equal_token_verdict "$pick" "$s1" "$s2"
   fi
 }
 
 [ "${1:-}" = --report ] || run_all
 report
-# The curves so far: validation loss against tokens seen, every model of the table.
-# Nothing to plot before the base has a validation point; a plot that fails is said, and
-# leaves the table as it is.
-if command -v gnuplot > /dev/null && [ -s "$base/valid.csv" ]; then
-  if gnuplot -e "prefix='$PREFIX'" scripts/converged_65.gp 2> /dev/null; then
-    echo "plot: $PREFIX/converged_65.png (validation loss against tokens seen)"
-  else
-    echo "plot: gnuplot failed on scripts/converged_65.gp (the table above stands)" >&2
-  fi
-fi
+plot_curves converged_65 "$base/valid.csv"

@@ -21,6 +21,8 @@
 # ($PREFIX/longer_recovery_65.png, scripts/longer_recovery_65.gp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source-path=SCRIPTDIR source=lib/equal_tokens.sh
+source scripts/lib/equal_tokens.sh  # cell_of, geomean, equal_token_verdict, scratch_pair, plot_curves
 BUILD=${BUILD:-build/release}
 PREFIX=${PREFIX:-out}
 base="$PREFIX/base-21000"
@@ -30,15 +32,6 @@ scratch22=("$PREFIX/scratch-22000-65" "$PREFIX/scratch-seed2-22000-65")
 scratch25=("$PREFIX/scratch-25000-65" "$PREFIX/scratch-seed2-25000-65")
 seeds=(1234 2)
 
-# The last column of a markdown table's row that starts with $2, or "not in".
-cell_of() {
-  [ -f "$1" ] || { echo "not in"; return; }
-  awk -F' *[|] *' -v key="$2" 'index($0, key) == 1 { v = $(NF - 1) } END { print v ? v : "not in" }' "$1"
-}
-geomean() {
-  [ -f "$1" ] || { echo "not in"; return; }
-  awk -F, 'NR > 1 { s += log($3); n++ } END { printf "%.3f\n", exp(s / n) }' "$1"
-}
 row="| orin-nx-16gb | 0.65 | search |"
 pick4() { cell_of "$cell4/table.md" "$row"; }
 s22() { geomean "${scratch22[$1]}/layers-7/test.csv"; }
@@ -59,16 +52,7 @@ run_all() {
       RECOVER_LR=1e-3 RECOVER_TEACHER="$base/model.gguf" METHODS=search OUT="$cell4" \
       scripts/tailor.sh
   stage_b_wanted || return 0
-  local pids=() dir i
-  for i in 0 1; do
-    dir=${scratch25[$i]}
-    BUILD=$BUILD BASE="$base/model.gguf" SEED=${seeds[$i]} STEPS=25000 BUDGETS=0.65 THREADS=1 \
-      BOARDS=orin-nx-16gb OUT="$dir" scripts/tailor_scratch.sh > "$dir.log" 2>&1 &
-    pids+=($!)
-  done
-  for i in 0 1; do
-    wait "${pids[$i]}" || { echo "the scratch run in ${scratch25[$i]} failed: see ${scratch25[$i]}.log" >&2; exit 1; }
-  done
+  scratch_pair "$base/model.gguf" 25000 "${scratch25[@]}"
 }
 
 report() {
@@ -101,21 +85,10 @@ report() {
   elif [ "$c" = "not in" ] || [ "$d" = "not in" ]; then
     echo "verdict: not yet (stage A's pick is below a 22000-step seed; stage B's two 25000-step seeds are needed)"
   else
-    awk -v p="$p" -v a="$c" -v b="$d" 'BEGIN {
-      lo = a < b ? a : b; hi = a < b ? b : a
-      if (p < lo) printf "verdict: the pruned model ahead at equal tokens, by %.1f%% on the better seed\n", 100 * (lo / p - 1)
-      else if (p > hi) printf "verdict: the scratch model ahead at equal tokens, on both seeds (by %.1f%% on the worse)\n", 100 * (p / hi - 1)
-      else print "verdict: a tie, within the spread of the two scratch seeds"
-    }'
+    equal_token_verdict "$p" "$c" "$d"
   fi
 }
 
 [ "${1:-}" = --report ] || run_all
 report
-if command -v gnuplot > /dev/null && [ -s "$base/valid.csv" ]; then
-  if gnuplot -e "prefix='$PREFIX'" scripts/longer_recovery_65.gp 2> /dev/null; then
-    echo "plot: $PREFIX/longer_recovery_65.png (validation loss against tokens seen)"
-  else
-    echo "plot: gnuplot failed on scripts/longer_recovery_65.gp (the table above stands)" >&2
-  fi
-fi
+plot_curves longer_recovery_65 "$base/valid.csv"

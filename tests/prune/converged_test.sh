@@ -7,6 +7,8 @@ set -euo pipefail
 script=$1/scripts/converged_65.sh
 # shellcheck source-path=SCRIPTDIR source=../util/expect.sh
 source "$(dirname "$0")/../util/expect.sh"  # fail, expect, $tmp
+# shellcheck source-path=SCRIPTDIR source=plot_check.sh
+source "$(dirname "$0")/plot_check.sh"  # expect_curves_plot
 report() { PREFIX=$tmp "$script" --report; }
 
 # A model's test.csv: domain, mean NLL, perplexity; the table reads the geometric mean of
@@ -53,14 +55,5 @@ expect "$out" "verdict: the scratch model ahead at equal tokens, on both seeds (
 # The issue's baseline on this base is reported, not read.
 test_csv "$tmp/scratch-21000-65/layers-7/test.csv" 31
 expect "$(report)" "| 7 layers from scratch, seed 1234 (the base's tokens) | 43.0 M | 31.000 |"
-# The curves: plotted once the base has a validation point (where gnuplot is installed, as
-# scripts/setup.sh does).
-if command -v gnuplot > /dev/null; then
-  expect "$(report)" "verdict"
-  [ ! -e "$tmp/converged_65.png" ] || fail "plotted with no base curve"
-  mkdir -p "$tmp/base-21000"
-  printf 'step,valid_loss\n249,5.39\n499,4.94\n' > "$tmp/base-21000/valid.csv"
-  expect "$(report)" "plot: $tmp/converged_65.png"
-  [ -s "$tmp/converged_65.png" ] || fail "no plot written"
-fi
+expect_curves_plot converged_65
 echo "converged_65.sh: ok"

@@ -8,6 +8,8 @@ set -euo pipefail
 script=$1/scripts/longer_recovery_65.sh
 # shellcheck source-path=SCRIPTDIR source=../util/expect.sh
 source "$(dirname "$0")/../util/expect.sh"  # fail, expect, $tmp
+# shellcheck source-path=SCRIPTDIR source=plot_check.sh
+source "$(dirname "$0")/plot_check.sh"  # expect_curves_plot
 report() { PREFIX=$tmp "$script" --report; }
 
 test_csv() {  # test_csv FILE PPL...: domain, mean NLL, perplexity (read: geometric mean)
@@ -69,11 +71,5 @@ expect "$(report)" "search's pick (ratios.csv): the same as the 1000-step cell's
 printf 'layer,attn,ffn\n0,1,0\n1,0.5,0.5\n' > "$tmp/tailor-base-21000-r4000/orin-nx-16gb-0.65/ratios.csv"
 expect "$(report)" "search's pick (ratios.csv): DIFFERENT from the 1000-step cell's"
 
-if command -v gnuplot > /dev/null; then
-  [ ! -e "$tmp/longer_recovery_65.png" ] || fail "plotted with no base curve"
-  mkdir -p "$tmp/base-21000"
-  printf 'step,valid_loss\n19999,3.02\n20999,3.01\n' > "$tmp/base-21000/valid.csv"
-  expect "$(report)" "plot: $tmp/longer_recovery_65.png"
-  [ -s "$tmp/longer_recovery_65.png" ] || fail "no plot written"
-fi
+expect_curves_plot longer_recovery_65
 echo "longer_recovery_65.sh: ok"
