@@ -142,6 +142,42 @@ nlohmann::json common_meta(const TextRunOptions& o, uint64_t fingerprint) {
           {"threads", o.threads}};
 }
 
+// Distillation from o.teacher, when set: the teacher, frozen, whose logits on each batch
+// (computed without a tape) the loss mixes with cross entropy; its facts go in meta. Empty
+// (cross entropy) without a teacher.
+struct Distillation {
+  std::unique_ptr<LlamaModel> teacher;
+  LossFn loss;
+};
+Distillation distillation(const TextRunOptions& o, const Vocab& vocab, const std::string& student,
+                          nlohmann::json& meta) {
+  Distillation d;
+  if (o.teacher.empty()) return d;
+  if (!(o.kd_weight >= 0.0f && o.kd_weight <= 1.0f))
+    fail("--kd-weight ", o.kd_weight, " is outside [0, 1]");
+  const auto tf = GgufFile::open(o.teacher);
+  const Tokenizer teacher_tok = Tokenizer::from_gguf(*tf);
+  if (data::vocab_fingerprint(teacher_tok.vocab()) != data::vocab_fingerprint(vocab))
+    fail(o.teacher, ": the teacher's tokenizer differs from ", student,
+         "'s; distillation needs the same vocabulary");
+  d.teacher = std::make_unique<LlamaModel>(LlamaModel::from_gguf(*tf));
+  d.teacher->set_trainable(false);
+  meta.update({{"teacher", fs::path(o.teacher).filename().string()},
+               {"teacher_params", d.teacher->config().n_params()},
+               {"teacher_bytes", static_cast<int64_t>(fs::file_size(o.teacher))},
+               {"kd_weight", o.kd_weight}});
+  const float w = o.kd_weight;
+  const int64_t n_seq = o.batch, seq_len = o.seq_len;
+  d.loss = [t = d.teacher.get(), w, n_seq, seq_len](Graph& g, const TensorP& logits,
+                                                    const std::vector<int32_t>& tokens,
+                                                    const std::vector<int32_t>& targets) {
+    Graph tg(g.pool());
+    tg.grad_enabled = false;
+    return op::distill_cross_entropy(g, logits, t->forward(tg, tokens, n_seq, seq_len), targets, w);
+  };
+  return d;
+}
+
 }  // namespace
 
 TrainReport train_base(const BaseTrainOptions& o) {
@@ -158,11 +194,17 @@ TrainReport train_base(const BaseTrainOptions& o) {
                {"n_head", o.n_head},
                {"n_head_kv", o.n_head_kv},
                {"n_ff", o.n_ff}});
-  return run_text(model, {model.params(), &model, {}}, vocab, tok_path, o, meta,
-                  {"batch", "seq_len", "seed", "tokenizer_fingerprint", "domains"}, "train",
-                  {{"general.description",
-                    "clone base model trained from scratch on Debian text "
-                    "corpora (clone train base)"}});
+  // A checkpoint of a run without a teacher has neither key: older runs resume as they were.
+  Distillation kd = distillation(o, vocab, tok_path, meta);
+  const std::string how = o.teacher.empty()
+                              ? "trained from scratch on Debian text corpora"
+                              : "trained from scratch on Debian text corpora, distilled from " +
+                                    fs::path(o.teacher).filename().string();
+  return run_text(
+      model, {model.params(), &model, {}}, vocab, tok_path, o, meta,
+      {"batch", "seq_len", "seed", "tokenizer_fingerprint", "domains", "teacher", "kd_weight"},
+      "train", {{"general.description", "clone base model " + how + " (clone train base)"}},
+      std::move(kd.loss));
 }
 
 TrainReport train_finetune(const FinetuneOptions& o) {
@@ -205,36 +247,9 @@ TrainReport train_finetune(const FinetuneOptions& o) {
   for (const auto& [k, v] : f->metadata())
     if (k.starts_with("clone.") && v.type == GgufType::STRING)
       extra.emplace_back(k == "clone.training.run" ? "clone.source.training.run" : k, v.s);
-  if (o.teacher.empty())
-    return run_text(model, trained, tok.vocab(), o.model, o, meta, {}, "finetune",
-                    std::move(extra));
-
-  // Distillation: the teacher's logits on the same batch, computed without a tape.
-  if (!(o.kd_weight >= 0.0f && o.kd_weight <= 1.0f))
-    fail("finetune: --kd-weight ", o.kd_weight, " is outside [0, 1]");
-  const auto tf = GgufFile::open(o.teacher);
-  const Tokenizer teacher_tok = Tokenizer::from_gguf(*tf);
-  if (data::vocab_fingerprint(teacher_tok.vocab()) != data::vocab_fingerprint(tok.vocab()))
-    fail(o.teacher, ": the teacher's tokenizer differs from ", o.model,
-         "'s; distillation needs the same vocabulary");
-  LlamaModel teacher = LlamaModel::from_gguf(*tf);
-  teacher.set_trainable(false);
-  meta.update({{"teacher", fs::path(o.teacher).filename().string()},
-               {"teacher_params", teacher.config().n_params()},
-               {"teacher_bytes", static_cast<int64_t>(fs::file_size(o.teacher))},
-               {"kd_weight", o.kd_weight}});
-  const float w = o.kd_weight;
-  const int64_t n_seq = o.batch, seq_len = o.seq_len;
-  LossFn loss = [&teacher, w, n_seq, seq_len](Graph& g, const TensorP& logits,
-                                              const std::vector<int32_t>& tokens,
-                                              const std::vector<int32_t>& targets) {
-    Graph tg(g.pool());
-    tg.grad_enabled = false;
-    const TensorP t = teacher.forward(tg, tokens, n_seq, seq_len);
-    return op::distill_cross_entropy(g, logits, t, targets, w);
-  };
+  Distillation kd = distillation(o, tok.vocab(), o.model, meta);
   return run_text(model, trained, tok.vocab(), o.model, o, meta, {}, "finetune", std::move(extra),
-                  std::move(loss));
+                  std::move(kd.loss));
 }
 
 }  // namespace cln::train

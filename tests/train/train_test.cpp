@@ -570,6 +570,68 @@ TEST(Finetune, TeacherWithAnotherTokenizerStops) {
   expect_error([&] { train_finetune(o); }, "the teacher's tokenizer differs");
 }
 
+TEST(Train, DistilledFromTheFirstStepAModelFromScratchComesCloserToItsTeacher) {
+  // The same run from random weights with and without a teacher (the strongest form of a
+  // small model trained from scratch beside a pruned one: given the dense model's outputs
+  // too): the distilled model ends much closer to the teacher.
+  const std::string dir = testing::temp_dir("distill-base");
+  const std::string teacher = sharp_teacher(dir);
+  BaseTrainOptions o = tiny_options(dir + "/ce");
+  o.sched = Schedule{1e-2, 2, 30, 0.1};
+  o.eval_every = 0;
+  ASSERT_TRUE(train_base(o).done);
+  BaseTrainOptions kd = o;
+  kd.out_dir = dir + "/kd";
+  kd.teacher = teacher;
+  kd.kd_weight = 1.0f;
+  ASSERT_TRUE(train_base(kd).done);
+  const double ce = kl_to_teacher(teacher, o.out_dir + "/model.gguf");
+  const double distilled = kl_to_teacher(teacher, kd.out_dir + "/model.gguf");
+  std::printf("KL(teacher || model): trained %.4f, distilled %.4f\n", ce, distilled);
+  EXPECT_LT(distilled, 0.75 * ce);
+  const auto out = GgufFile::open(kd.out_dir + "/model.gguf");
+  EXPECT_NE(out->get_string("general.description").find("distilled from teacher.gguf"),
+            std::string::npos);
+  EXPECT_NE(out->get_string("clone.training.run").find("\"teacher\":\"teacher.gguf\""),
+            std::string::npos)
+      << out->get_string("clone.training.run");
+
+  // A checkpoint resumes only with its own teacher and weight: resumed with another weight,
+  // without the teacher, or a plain run's checkpoint resumed with one, the run stops and
+  // names the difference.
+  BaseTrainOptions first = kd;
+  first.out_dir = dir + "/kd-resume";
+  first.stop_after = 3;
+  train_base(first);
+  BaseTrainOptions half = kd;
+  half.out_dir = first.out_dir;
+  half.kd_weight = 0.5f;
+  expect_error([&] { train_base(half); }, "kd_weight");
+  BaseTrainOptions plain = o;
+  plain.out_dir = first.out_dir;
+  expect_error([&] { train_base(plain); }, "teacher");
+  BaseTrainOptions plain_first = o;
+  plain_first.out_dir = dir + "/ce-resume";
+  plain_first.stop_after = 3;
+  train_base(plain_first);
+  BaseTrainOptions with = kd;
+  with.out_dir = plain_first.out_dir;
+  expect_error([&] { train_base(with); }, "teacher");
+}
+
+TEST(Train, TeacherWithAnotherTokenizerStops) {
+  const std::string dir = testing::temp_dir("distill-base-mismatch");
+  const std::string other = testing::tiny_data("other-base", 320);
+  ModelConfig c;
+  c.n_vocab = 320, c.n_embd = 16, c.n_ctx_train = 32, c.head_dim_k = c.head_dim_v = 4;
+  c.layers = {{4, 2, 24}};
+  LlamaModel::init(c, 1).write_gguf(dir + "/other.gguf",
+                                    data::vocab_from_sentencepiece(other + "/tokenizer.model"));
+  BaseTrainOptions o = tiny_options(dir + "/run");
+  o.teacher = dir + "/other.gguf";
+  expect_error([&] { train_base(o); }, "the teacher's tokenizer differs");
+}
+
 TEST(Lora, FoldedIntoTheWeightsTheAdaptersGiveTheSameLogits) {
   // Two adapters with weights on a deci model: the adapted forward (a low-rank path beside
   // each matrix) against a plain model whose weights had them folded in.

@@ -85,7 +85,7 @@ void add_batch(CLI::App* a, int64_t* batch, int64_t* seq_len) {
       ->check(CLI::Range(2, 65536));
 }
 
-// The flags base training and fine-tuning share: data, run folder, schedule, loop.
+// The flags base training and fine-tuning share: data, run folder, teacher, schedule, loop.
 void add_text_run(CLI::App* a, cln::train::TextRunOptions* o) {
   a->add_option("--data", o->data_dir, "folder written by `clone data build`")
       ->capture_default_str();
@@ -94,6 +94,17 @@ void add_text_run(CLI::App* a, cln::train::TextRunOptions* o) {
   a->add_option("--domains", o->domains, "train on these domains only (default: all)")
       ->delimiter(',');
   add_batch(a, &o->batch, &o->seq_len);
+  auto* teacher =
+      a->add_option("--teacher", o->teacher,
+                    "distil from this model (same tokenizer; e.g. the dense model a pruned one "
+                    "was cut from): the loss is KL(teacher || model) per token, mixed with cross "
+                    "entropy by --kd-weight")
+          ->check(CLI::ExistingFile);
+  a->add_option("--kd-weight", o->kd_weight,
+                "share of the distillation term in the loss (1: KL only, 0: cross entropy only)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0f, 1.0f))
+      ->needs(teacher);
   a->add_option("--steps", o->sched.steps, "optimizer steps")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{10000000}));
@@ -164,7 +175,8 @@ const cln::cli::Register reg{
       auto o = std::make_shared<cln::train::BaseTrainOptions>();
       CLI::App* base = app.add_subcommand(
           "base",
-          "Train a Llama from scratch on the corpora of `clone data build`; resumes from "
+          "Train a Llama from scratch on the corpora of `clone data build` (or distil a "
+          "--teacher into it from the first step); resumes from "
           "<out>/checkpoint.bin; writes loss.csv, valid.csv, loss.png, train.log, model.gguf, "
           "perplexity.md");
       base->add_option("--tokenizer", o->tokenizer,
@@ -183,18 +195,6 @@ const cln::cli::Register reg{
       ft->add_option("-m,--model", fo->model, "GGUF to fine-tune (its tokenizer is used)")
           ->required()
           ->check(CLI::ExistingFile);
-      auto* teacher =
-          ft->add_option("--teacher", fo->teacher,
-                         "distil from this model (same tokenizer; e.g. the dense model a pruned "
-                         "one was cut from): the loss is KL(teacher || model) per token, mixed "
-                         "with cross entropy by --kd-weight")
-              ->check(CLI::ExistingFile);
-      ft->add_option("--kd-weight", fo->kd_weight,
-                     "share of the distillation term in the loss (1: KL only, 0: cross "
-                     "entropy only)")
-          ->capture_default_str()
-          ->check(CLI::Range(0.0f, 1.0f))
-          ->needs(teacher);
       auto* rank = ft->add_option("--lora-rank", fo->lora_rank,
                                   "LoRA then merge: train one adapter of this rank on every "
                                   "matrix of the frozen model and fold it in at the end (0: "

@@ -40,24 +40,26 @@ struct TextRunOptions : RunOptions {
   double mix_temperature = 0.5;       // domain share ~ tokens^temperature
   int64_t eval_windows = 16;          // validation windows per domain
   int64_t test_tokens = 65536;  // test tokens per domain in the final perplexity table (0: none)
+  // Set: knowledge distillation from this model (same tokenizer, any shape; the dense model
+  // a pruned one was cut from, or a smaller model trained from scratch is given): the loss
+  // is (1 - kd_weight) * cross entropy + kd_weight * KL(teacher || model) per token
+  // (op::distill_cross_entropy). Half and half by default: over 1000 steps of recovery it
+  // beat both KL alone and cross entropy alone on the shipped base, whose own training had
+  // not converged (docs/tailor.md).
+  std::string teacher;
+  float kd_weight = 0.5f;
 };
 
 struct BaseTrainOptions : TextRunOptions {
   std::string tokenizer;  // SentencePiece model (default data_dir/tokenizer.model)
   int64_t n_embd = 192, n_layer = 12, n_head = 6, n_head_kv = 2, n_ff = 512;
 };
-// Trains a uniform Llama from random weights and writes it (with perplexity.md) at the end.
+// Trains a uniform Llama from random weights (on the corpora, or distilled from a teacher on
+// them) and writes it (with perplexity.md) at the end.
 TrainReport train_base(const BaseTrainOptions& o);
 
 struct FinetuneOptions : TextRunOptions {
   std::string model;  // the GGUF to fine-tune (its tokenizer is used); any shape
-  // Set: knowledge distillation from this model (same tokenizer, any shape; the dense model
-  // a pruned one was cut from): the loss is (1 - kd_weight) * cross entropy + kd_weight *
-  // KL(teacher || model) per token (op::distill_cross_entropy). Half and half by default:
-  // over 1000 steps of recovery it beat both KL alone and cross entropy alone on the
-  // shipped base, whose own training had not converged (docs/tailor.md).
-  std::string teacher;
-  float kd_weight = 0.5f;
   // > 0: LoRA then merge. The model stays frozen and one adapter of this rank on every
   // matrix trains (the same batches, loss, schedule and optimizer); validation and the
   // written GGUF are the model with the adapter folded in, of the same shape. 0: every
