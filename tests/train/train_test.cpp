@@ -453,12 +453,20 @@ FinetuneOptions tiny_finetune(const std::string& model, const std::string& out) 
   return o;
 }
 
-// The options of run `o` stopped at step 4 in `out` (its checkpoint there), to be resumed
-// with something changed.
-FinetuneOptions stopped_run(FinetuneOptions o, const std::string& out) {
+TrainReport run_training(const FinetuneOptions& o) {
+  return train_finetune(o);
+}
+TrainReport run_training(const BaseTrainOptions& o) {
+  return train_base(o);
+}
+
+// The options of run `o` (fine-tuning or base training) stopped at step 4 in `out` (its
+// checkpoint there), to be resumed with something changed.
+template <class Options>
+Options stopped_run(Options o, const std::string& out) {
   o.out_dir = out;
   o.stop_after = 4;
-  train_finetune(o);
+  run_training(o);
   o.stop_after = -1;
   return o;
 }
@@ -508,6 +516,27 @@ std::string sharp_teacher(const std::string& dir) {
   return path;
 }
 
+// A teacher whose tokenizer is another one (320 tokens, trained on data named `name`).
+std::string foreign_teacher(const std::string& dir, const std::string& name) {
+  const std::string other = testing::tiny_data(name, 320);
+  ModelConfig c;
+  c.n_vocab = 320, c.n_embd = 16, c.n_ctx_train = 32, c.head_dim_k = c.head_dim_v = 4;
+  c.layers = {{4, 2, 24}};
+  const std::string path = dir + "/other.gguf";
+  LlamaModel::init(c, 1).write_gguf(path,
+                                    data::vocab_from_sentencepiece(other + "/tokenizer.model"));
+  return path;
+}
+
+// Run `o` again in `out`, distilled from `teacher` alone (KL only, no cross entropy).
+template <class Options>
+Options distilled(Options o, const std::string& out, const std::string& teacher) {
+  o.out_dir = out;
+  o.teacher = teacher;
+  o.kd_weight = 1.0f;
+  return o;
+}
+
 // KL(teacher || model) per token on a fixed batch of random tokens.
 double kl_to_teacher(const std::string& teacher, const std::string& model) {
   const LlamaModel t = LlamaModel::from_gguf(*GgufFile::open(teacher));
@@ -529,10 +558,7 @@ TEST(Finetune, DistillationPullsThePrunedModelTowardsItsTeacher) {
   const std::string src = deci_base(dir), teacher = sharp_teacher(dir);
   FinetuneOptions o = tiny_finetune(src, dir + "/ce");
   ASSERT_TRUE(train_finetune(o).done);
-  FinetuneOptions kd = o;
-  kd.out_dir = dir + "/kd";
-  kd.teacher = teacher;
-  kd.kd_weight = 1.0f;
+  const FinetuneOptions kd = distilled(o, dir + "/kd", teacher);
   ASSERT_TRUE(train_finetune(kd).done);
   const double before = kl_to_teacher(teacher, src);
   const double ce = kl_to_teacher(teacher, o.out_dir + "/model.gguf");
@@ -555,15 +581,9 @@ TEST(Finetune, DistillationPullsThePrunedModelTowardsItsTeacher) {
 
 TEST(Finetune, TeacherWithAnotherTokenizerStops) {
   const std::string dir = testing::temp_dir("distill-mismatch");
-  const std::string other = testing::tiny_data("other", 320);
-  ModelConfig c;
-  c.n_vocab = 320, c.n_embd = 16, c.n_ctx_train = 32, c.head_dim_k = c.head_dim_v = 4;
-  c.layers = {{4, 2, 24}};
-  LlamaModel::init(c, 1).write_gguf(dir + "/other.gguf",
-                                    data::vocab_from_sentencepiece(other + "/tokenizer.model"));
   FinetuneOptions o;
   o.model = deci_base(dir);
-  o.teacher = dir + "/other.gguf";
+  o.teacher = foreign_teacher(dir, "other");
   o.data_dir = data_dir();
   o.out_dir = dir + "/run";
   o.verbose = false;
@@ -580,10 +600,7 @@ TEST(Train, DistilledFromTheFirstStepAModelFromScratchComesCloserToItsTeacher) {
   o.sched = Schedule{1e-2, 2, 30, 0.1};
   o.eval_every = 0;
   ASSERT_TRUE(train_base(o).done);
-  BaseTrainOptions kd = o;
-  kd.out_dir = dir + "/kd";
-  kd.teacher = teacher;
-  kd.kd_weight = 1.0f;
+  const BaseTrainOptions kd = distilled(o, dir + "/kd", teacher);
   ASSERT_TRUE(train_base(kd).done);
   const double ce = kl_to_teacher(teacher, o.out_dir + "/model.gguf");
   const double distilled = kl_to_teacher(teacher, kd.out_dir + "/model.gguf");
@@ -599,36 +616,22 @@ TEST(Train, DistilledFromTheFirstStepAModelFromScratchComesCloserToItsTeacher) {
   // A checkpoint resumes only with its own teacher and weight: resumed with another weight,
   // without the teacher, or a plain run's checkpoint resumed with one, the run stops and
   // names the difference.
-  BaseTrainOptions first = kd;
-  first.out_dir = dir + "/kd-resume";
-  first.stop_after = 3;
-  train_base(first);
-  BaseTrainOptions half = kd;
-  half.out_dir = first.out_dir;
+  const BaseTrainOptions stopped = stopped_run(kd, dir + "/kd-resume");
+  BaseTrainOptions half = stopped;
   half.kd_weight = 0.5f;
   expect_error([&] { train_base(half); }, "kd_weight");
-  BaseTrainOptions plain = o;
-  plain.out_dir = first.out_dir;
+  BaseTrainOptions plain = stopped;
+  plain.teacher.clear();
   expect_error([&] { train_base(plain); }, "teacher");
-  BaseTrainOptions plain_first = o;
-  plain_first.out_dir = dir + "/ce-resume";
-  plain_first.stop_after = 3;
-  train_base(plain_first);
-  BaseTrainOptions with = kd;
-  with.out_dir = plain_first.out_dir;
+  BaseTrainOptions with = stopped_run(o, dir + "/ce-resume");
+  with.teacher = teacher;
   expect_error([&] { train_base(with); }, "teacher");
 }
 
 TEST(Train, TeacherWithAnotherTokenizerStops) {
   const std::string dir = testing::temp_dir("distill-base-mismatch");
-  const std::string other = testing::tiny_data("other-base", 320);
-  ModelConfig c;
-  c.n_vocab = 320, c.n_embd = 16, c.n_ctx_train = 32, c.head_dim_k = c.head_dim_v = 4;
-  c.layers = {{4, 2, 24}};
-  LlamaModel::init(c, 1).write_gguf(dir + "/other.gguf",
-                                    data::vocab_from_sentencepiece(other + "/tokenizer.model"));
   BaseTrainOptions o = tiny_options(dir + "/run");
-  o.teacher = dir + "/other.gguf";
+  o.teacher = foreign_teacher(dir, "other-base");
   expect_error([&] { train_base(o); }, "the teacher's tokenizer differs");
 }
 
