@@ -32,7 +32,6 @@ PREFIX=${PREFIX:-out}
 base="$PREFIX/base-21000"
 cell="$PREFIX/tailor-base-21000"
 scratch_eq=("$PREFIX/scratch-22000-65" "$PREFIX/scratch-seed2-22000-65")
-scratch_seeds=(1234 2)
 scratch_base="$PREFIX/scratch-21000-65"
 
 run_all() {
@@ -59,8 +58,8 @@ report() {
   echo "| dense base, 21000 steps | 43.0 M | $(geomean "$cell/dense-test.csv") |"
   echo "| search's pick, recovered 1000 steps | 43.0 + 2.0 M | $pick |"
   echo "| Puzzle's pick, recovered 1000 steps | 43.0 + 2.0 M | $(cell_of "$cell/table.md" "| orin-nx-16gb | 0.65 | puzzle |") |"
-  echo "| 7 layers from scratch, seed ${scratch_seeds[0]} (equal tokens) | 45.1 M | $s1 |"
-  echo "| 7 layers from scratch, seed ${scratch_seeds[1]} (equal tokens) | 45.1 M | $s2 |"
+  echo "| 7 layers from scratch, seed ${equal_token_seeds[0]} (equal tokens) | 45.1 M | $s1 |"
+  echo "| 7 layers from scratch, seed ${equal_token_seeds[1]} (equal tokens) | 45.1 M | $s2 |"
   echo "| 7 layers from scratch, seed 1234 (the base's tokens) | 43.0 M | $(geomean "$scratch_base/layers-7/test.csv") |"
   echo
   # The planned reading (fixed before the results): the search's pick against both

@@ -30,7 +30,6 @@ cell="$PREFIX/tailor-base-21000"        # the 1000-step recovery (converged_65.s
 cell4="$PREFIX/tailor-base-21000-r4000"  # stage A
 scratch22=("$PREFIX/scratch-22000-65" "$PREFIX/scratch-seed2-22000-65")
 scratch25=("$PREFIX/scratch-25000-65" "$PREFIX/scratch-seed2-25000-65")
-seeds=(1234 2)
 
 row="| orin-nx-16gb | 0.65 | search |"
 pick4() { cell_of "$cell4/table.md" "$row"; }
@@ -65,10 +64,10 @@ report() {
   echo "| search's pick, recovered 1000 steps | 43.0 + 2.0 M | $(cell_of "$cell/table.md" "$row") |"
   echo "| search's pick, recovered 4000 steps | 43.0 + 8.2 M | $p |"
   for i in 0 1; do
-    echo "| 7 layers from scratch, seed ${seeds[$i]}, 22000 steps | 45.1 M | $(s22 "$i") |"
+    echo "| 7 layers from scratch, seed ${equal_token_seeds[$i]}, 22000 steps | 45.1 M | $(s22 "$i") |"
   done
   for i in 0 1; do
-    echo "| 7 layers from scratch, seed ${seeds[$i]}, 25000 steps (equal tokens) | 51.2 M | $(s25 "$i") |"
+    echo "| 7 layers from scratch, seed ${equal_token_seeds[$i]}, 25000 steps (equal tokens) | 51.2 M | $(s25 "$i") |"
   done
   echo
   # The search ran again for stage A; it is deterministic, so the pick's shape must agree.

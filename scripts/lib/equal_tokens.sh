@@ -8,9 +8,10 @@
 #   equal_token_verdict P A B  the reading fixed before those runs: the pruned model's test
 #                            perplexity P against two scratch seeds' A and B, ahead of both,
 #                            behind both or a tie (one base and two seeds: a ranking)
+#   equal_token_seeds        the two scratch seeds of every equal-token comparison (1234, 2)
 #   scratch_pair BASE STEPS DIR1 DIR2  the 7-layer model of the Orin NX 65% cell trained from
-#                            scratch (scripts/tailor_scratch.sh) for STEPS steps, seeds 1234
-#                            (in DIR1) and 2 (DIR2) side by side at one thread each (on 2
+#                            scratch (scripts/tailor_scratch.sh) for STEPS steps, the first
+#                            seed in DIR1 and the second in DIR2, side by side at one thread each (on 2
 #                            cores a little more work per core than one after the other at
 #                            two threads; a run's curve depends on its thread count); BASE
 #                            gives the dense model's costs; logs DIR1.log, DIR2.log
@@ -18,6 +19,7 @@
 #                            ($PREFIX/NAME.png); nothing before the base has a validation
 #                            point (BASE_VALID), and a plot that fails is said and leaves
 #                            the table as it is
+equal_token_seeds=(1234 2)
 cell_of() {
   [ -f "$1" ] || { echo "not in"; return; }
   awk -F' *[|] *' -v key="$2" 'index($0, key) == 1 { v = $(NF - 1) } END { print v ? v : "not in" }' "$1"
@@ -35,9 +37,9 @@ equal_token_verdict() {
   }'
 }
 scratch_pair() {
-  local dirs=("$3" "$4") seeds=(1234 2) pids=() i
+  local dirs=("$3" "$4") pids=() i
   for i in 0 1; do
-    BUILD=${BUILD:-build/release} BASE="$1" SEED=${seeds[$i]} STEPS="$2" BUDGETS=0.65 THREADS=1 \
+    BUILD=${BUILD:-build/release} BASE="$1" SEED=${equal_token_seeds[$i]} STEPS="$2" BUDGETS=0.65 THREADS=1 \
       BOARDS=orin-nx-16gb OUT="${dirs[$i]}" scripts/tailor_scratch.sh > "${dirs[$i]}.log" 2>&1 &
     pids+=($!)
   done
