@@ -41,7 +41,7 @@ run_all() {
     BUILD=$BUILD BASE="$base/model.gguf" BOARDS=orin-nx-16gb BUDGETS=0.65 RECOVER_STEPS=1000 \
       RECOVER_LR=1e-3 RECOVER_TEACHER="$base/model.gguf" METHODS="search puzzle" OUT="$cell" \
       scripts/tailor.sh
-  scratch_pair "$base/model.gguf" 22000 "${scratch_eq[@]}"
+  scratch_pair "$base/model.gguf" 22000 0.65 "${scratch_eq[@]}"
   BUILD=$BUILD BASE="$base/model.gguf" SEED=1234 STEPS=21000 BUDGETS=0.65 \
     BOARDS=orin-nx-16gb OUT="$scratch_base" scripts/tailor_scratch.sh
 }

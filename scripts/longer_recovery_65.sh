@@ -51,7 +51,7 @@ run_all() {
       RECOVER_LR=1e-3 RECOVER_TEACHER="$base/model.gguf" METHODS=search OUT="$cell4" \
       scripts/tailor.sh
   stage_b_wanted || return 0
-  scratch_pair "$base/model.gguf" 25000 "${scratch25[@]}"
+  scratch_pair "$base/model.gguf" 25000 0.65 "${scratch25[@]}"
 }
 
 report() {

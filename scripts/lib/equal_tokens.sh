@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Helpers of the equal-token comparisons (scripts/converged_65.sh,
-# scripts/longer_recovery_65.sh); source this file.
+# scripts/longer_recovery_65.sh, scripts/longer_recovery_50_80.sh); source this file.
 #   cell_of TABLE ROW        the last column of TABLE's markdown row that starts with ROW, or
 #                            "not in"
 #   geomean TEST_CSV         the geometric mean of a clone eval domains table's perplexities
@@ -9,9 +9,10 @@
 #                            perplexity P against two scratch seeds' A and B, ahead of both,
 #                            behind both or a tie (one base and two seeds: a ranking)
 #   equal_token_seeds        the two scratch seeds of every equal-token comparison (1234, 2)
-#   scratch_pair BASE STEPS DIR1 DIR2  the 7-layer model of the Orin NX 65% cell trained from
-#                            scratch (scripts/tailor_scratch.sh) for STEPS steps, the first
-#                            seed in DIR1 and the second in DIR2, side by side at one thread each (on 2
+#   scratch_pair BASE STEPS BUDGET DIR1 DIR2  the deepest model within the Orin NX's BUDGET
+#                            (the 7 layers of the 65% cell) trained from scratch
+#                            (scripts/tailor_scratch.sh) for STEPS steps, the first seed in
+#                            DIR1 and the second in DIR2, side by side at one thread each (on 2
 #                            cores a little more work per core than one after the other at
 #                            two threads; a run's curve depends on its thread count); BASE
 #                            gives the dense model's costs; logs DIR1.log, DIR2.log
@@ -37,9 +38,9 @@ equal_token_verdict() {
   }'
 }
 scratch_pair() {
-  local dirs=("$3" "$4") pids=() i
+  local dirs=("$4" "$5") pids=() i
   for i in 0 1; do
-    BUILD=${BUILD:-build/release} BASE="$1" SEED=${equal_token_seeds[$i]} STEPS="$2" BUDGETS=0.65 THREADS=1 \
+    BUILD=${BUILD:-build/release} BASE="$1" SEED=${equal_token_seeds[$i]} STEPS="$2" BUDGETS="$3" THREADS=1 \
       BOARDS=orin-nx-16gb OUT="${dirs[$i]}" scripts/tailor_scratch.sh > "${dirs[$i]}.log" 2>&1 &
     pids+=($!)
   done
