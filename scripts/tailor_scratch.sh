@@ -14,6 +14,10 @@
 #   scripts/tailor_scratch.sh                                   # every board and budget
 #   STEPS=20 BUDGETS=0.65 OUT=out/scratch-smoke scripts/tailor_scratch.sh   # the recipe, short
 #   SEED=2 BUDGETS=0.65 BOARDS=orin-nx-16gb OUT=out/scratch-seed2-65 scripts/tailor_scratch.sh
+#
+# TEACHER=<gguf> distils that model into each one from its first step (clone train base
+# --teacher, KD_WEIGHT of the loss, 0.5 by default, as the pruned models' recovery): the
+# scratch side given the dense model's outputs too, the strongest form of this baseline.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build/release}
@@ -25,9 +29,18 @@ BUDGETS=${BUDGETS:-"0.65 0.5 0.8"}
 STEPS=${STEPS:-7000}
 SEED=${SEED:-1234}
 THREADS=${THREADS:-2}
+TEACHER=${TEACHER:-}
+KD_WEIGHT=${KD_WEIGHT:-0.5}
 CLONE="$BUILD/bin/clone"
 [ -x "$CLONE" ] || { echo "no $CLONE: build first (scripts/test.sh or cmake --build)" >&2; exit 1; }
 mkdir -p "$OUT"
+kd=()
+how="the base model's recipe"
+if [ -n "$TEACHER" ]; then
+  [ -f "$TEACHER" ] || { echo "no teacher $TEACHER" >&2; exit 1; }
+  kd=(--teacher "$TEACHER" --kd-weight "$KD_WEIGHT")
+  how="the base model's recipe, distilled from $(basename "$TEACHER") with weight $KD_WEIGHT"
+fi
 
 shape=(--embd 192 --heads 6 --kv-heads 2 --ff 512)
 # The deepest model within both budgets on a board (0 when not even one layer is).
@@ -46,8 +59,9 @@ depth_for() {
 table="$OUT/table.md"
 {
   echo "Dense models of the base model's width trained from scratch ($STEPS steps of 8 x 256"
-  echo "tokens, seed $SEED, the base model's recipe), the deepest within each board's budgets; test"
-  echo "perplexity as scripts/tailor.sh scores the pruned models (geometric mean over domains)."
+  echo "tokens, seed $SEED, $how), the deepest within each board's"
+  echo "budgets; test perplexity as scripts/tailor.sh scores the pruned models (geometric mean"
+  echo "over domains)."
   echo
   echo "| board | budget | layers | TPOT ms | energy J | test ppl |"
   echo "|---|---|---|---|---|---|"
@@ -65,7 +79,7 @@ for b in $BUDGETS; do
         --n-embd 192 --n-layer "$n" --n-head 6 --n-head-kv 2 --n-ff 512 \
         --batch 8 --seq-len 256 --warmup 200 --lr 2e-3 --min-lr-ratio 0.1 \
         --weight-decay 0.1 --clip 1.0 --seed "$SEED" --threads "$THREADS" \
-        --log-every 50 --eval-every 500 --ckpt-every 100 --steps "$STEPS"
+        --log-every 50 --eval-every 500 --ckpt-every 100 --steps "$STEPS" "${kd[@]}"
     fi
     [ -f "$run/test.csv" ] || "$CLONE" eval domains -m "$run/model.gguf" --data "$DATA" \
       --split test --seq-len 256 --max-tokens 32768 --threads "$THREADS" --out "$run/test.csv" \
