@@ -1,7 +1,8 @@
 # A longer distilled recovery on the longer-trained base (scripts/longer_recovery_65.sh):
 # validation loss against tokens seen, from 35 M tokens on, every model at 8 x 256 tokens a
 # step. The pruned pick starts where the base ended (43.0 M tokens) and recovers 1000 or
-# 4000 steps; the scratch models start at 0. Files not in yet are skipped (gnuplot warns).
+# 4000 steps; the scratch models (plain, and distilled from the base: stage C) start at 0.
+# Files not in yet are skipped (gnuplot warns).
 # gnuplot -e "prefix='out'" scripts/longer_recovery_65.gp
 set terminal pngcairo size 960,540 font ",10"
 set output prefix.'/longer_recovery_65.png'
@@ -23,4 +24,6 @@ plot prefix.'/base-21000/valid.csv' using (tok($1)):2 with lines lw 2 lc rgb '#3
      prefix.'/scratch-22000-65/layers-7/valid.csv' using (tok($1)):2 with lines lw 2 lc rgb '#0050b0' title '7 layers from scratch, seed 1234, 22000 steps', \
      prefix.'/scratch-seed2-22000-65/layers-7/valid.csv' using (tok($1)):2 with lines lw 2 lc rgb '#3090e0' title '7 layers from scratch, seed 2, 22000 steps', \
      prefix.'/scratch-25000-65/layers-7/valid.csv' using (tok($1)):2 with lines lw 2 dt 2 lc rgb '#0050b0' title '7 layers from scratch, seed 1234, 25000 steps (equal tokens)', \
-     prefix.'/scratch-seed2-25000-65/layers-7/valid.csv' using (tok($1)):2 with lines lw 2 dt 2 lc rgb '#3090e0' title '7 layers from scratch, seed 2, 25000 steps (equal tokens)'
+     prefix.'/scratch-seed2-25000-65/layers-7/valid.csv' using (tok($1)):2 with lines lw 2 dt 2 lc rgb '#3090e0' title '7 layers from scratch, seed 2, 25000 steps (equal tokens)', \
+     prefix.'/scratch-kd-25000-65/layers-7/valid.csv' using (tok($1)):2 with lines lw 2 dt 3 lc rgb '#008040' title '7 layers from scratch distilled from the base, seed 1234 (equal tokens)', \
+     prefix.'/scratch-kd-seed2-25000-65/layers-7/valid.csv' using (tok($1)):2 with lines lw 2 dt 3 lc rgb '#40b070' title '7 layers from scratch distilled from the base, seed 2 (equal tokens)'

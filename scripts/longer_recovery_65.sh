@@ -11,6 +11,11 @@
 #      model from scratch on 51.2 M tokens, 25000 steps, seeds 1234 and 2 side by side at
 #      one thread each                                                       (~5.2 h)
 #
+#   C. once B is in and step 4 of scripts/converged_65.sh is done: the same 7-layer models
+#      distilled from the base from their first step (TEACHER, KD weight 0.5, the recovery's
+#      loss), 51.2 M tokens, seeds 1234 and 2: the scratch side given the teacher the pruned
+#      side has, the strongest form of it (added before B's result)               (~9 h)
+#
 # If A scores above both 22000-step seeds, they lead it with 6.1 M fewer tokens and B is not
 # run. Re-running goes on where it stopped (each trainer resumes from its checkpoint).
 #
@@ -30,11 +35,14 @@ cell="$PREFIX/tailor-base-21000"        # the 1000-step recovery (converged_65.s
 cell4="$PREFIX/tailor-base-21000-r4000"  # stage A
 scratch22=("$PREFIX/scratch-22000-65" "$PREFIX/scratch-seed2-22000-65")
 scratch25=("$PREFIX/scratch-25000-65" "$PREFIX/scratch-seed2-25000-65")
+scratch_kd=("$PREFIX/scratch-kd-25000-65" "$PREFIX/scratch-kd-seed2-25000-65")  # stage C
+step4="$PREFIX/scratch-21000-65/layers-7/test.csv"                              # converged_65.sh
 
 row="| orin-nx-16gb | 0.65 | search |"
 pick4() { cell_of "$cell4/table.md" "$row"; }
 s22() { geomean "${scratch22[$1]}/layers-7/test.csv"; }
 s25() { geomean "${scratch25[$1]}/layers-7/test.csv"; }
+skd() { geomean "${scratch_kd[$1]}/layers-7/test.csv"; }
 
 # Stage B is wanted when A is in and not above both 22000-step seeds; "no" also while
 # anything it rests on is missing.
@@ -52,6 +60,8 @@ run_all() {
       scripts/tailor.sh
   stage_b_wanted || return 0
   scratch_pair "$base/model.gguf" 25000 0.65 "${scratch25[@]}"
+  [ -f "$step4" ] || { echo "stage C waits for step 4 of scripts/converged_65.sh ($step4)"; return 0; }
+  TEACHER="$base/model.gguf" scratch_pair "$base/model.gguf" 25000 0.65 "${scratch_kd[@]}"
 }
 
 report() {
@@ -69,6 +79,9 @@ report() {
   for i in 0 1; do
     echo "| 7 layers from scratch, seed ${equal_token_seeds[$i]}, 25000 steps (equal tokens) | 51.2 M | $(s25 "$i") |"
   done
+  for i in 0 1; do
+    echo "| 7 layers from scratch distilled from the base, seed ${equal_token_seeds[$i]}, 25000 steps (equal tokens) | 51.2 M | $(skd "$i") |"
+  done
   echo
   # The search ran again for stage A; it is deterministic, so the pick's shape must agree.
   if [ -f "$cell4/orin-nx-16gb-0.65/ratios.csv" ] && [ -f "$cell/orin-nx-16gb-0.65/ratios.csv" ]; then
@@ -85,6 +98,14 @@ report() {
     echo "verdict: not yet (stage A's pick is below a 22000-step seed; stage B's two 25000-step seeds are needed)"
   else
     equal_token_verdict "$p" "$c" "$d"
+  fi
+  # Stage C, read the same way against the distilled models (fixed before B's result).
+  local e f
+  e=$(skd 0); f=$(skd 1)
+  if [ "$p" = "not in" ] || [ "$e" = "not in" ] || [ "$f" = "not in" ]; then
+    echo "stage C: not yet (stage A's pick and both distilled models from scratch are needed)"
+  else
+    echo "stage C, against the models from scratch distilled from the base: $(equal_token_verdict "$p" "$e" "$f")"
   fi
 }
 
