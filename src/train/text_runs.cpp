@@ -196,14 +196,14 @@ TrainReport train_base(const BaseTrainOptions& o) {
                {"n_ff", o.n_ff}});
   // A checkpoint of a run without a teacher has neither key: older runs resume as they were.
   Distillation kd = distillation(o, vocab, tok_path, meta);
-  const std::string how = o.teacher.empty()
-                              ? "trained from scratch on Debian text corpora"
-                              : "trained from scratch on Debian text corpora, distilled from " +
-                                    fs::path(o.teacher).filename().string();
+  const std::string how =
+      o.teacher.empty() ? "" : ", distilled from " + fs::path(o.teacher).filename().string();
   return run_text(
       model, {model.params(), &model, {}}, vocab, tok_path, o, meta,
       {"batch", "seq_len", "seed", "tokenizer_fingerprint", "domains", "teacher", "kd_weight"},
-      "train", {{"general.description", "clone base model " + how + " (clone train base)"}},
+      "train",
+      {{"general.description", "clone base model trained from scratch on Debian text corpora" +
+                                   how + " (clone train base)"}},
       std::move(kd.loss));
 }
 
